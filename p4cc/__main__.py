@@ -1,0 +1,5 @@
+import sys
+
+from p4cc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Control plane: per-switch P4Runtime/Thrift clients, telemetry, agents."""

@@ -1,0 +1,5 @@
+"""Switch agents: observe PortTelemetry, choose an EcnConfig per port."""
+
+from p4cc.controlplane.agents.base import Agent, AgentError
+
+__all__ = ["Agent", "AgentError"]
