@@ -25,6 +25,7 @@ COMMAND_MODULES = (
 #: argv and yields one dict per case, printed as one JSON object per line.
 BENCHMARKS = {
     "dataplane": "p4cc.controlplane.bench:run",
+    "controlloop": "p4cc.controlplane.loopbench:run",
     "hostcc": "p4cc.hostcc.bench:run",
     "traffic": "p4cc.traffic.bench:run",
     "sim": "p4cc.sim.bench:run",

@@ -42,7 +42,8 @@ class EcnConfig:
             raise ConfigError(f"EcnConfig.kmin_bytes must be > 0, got {self.kmin_bytes}")
         if self.kmin_bytes > self.kmax_bytes:
             raise ConfigError(
-                f"EcnConfig.kmin_bytes ({self.kmin_bytes}) must be <= kmax_bytes ({self.kmax_bytes})"
+                f"EcnConfig.kmin_bytes ({self.kmin_bytes}) must be <= "
+                f"kmax_bytes ({self.kmax_bytes})"
             )
         if self.kmax_bytes > buffer_bytes:
             raise ConfigError(

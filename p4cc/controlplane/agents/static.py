@@ -1,0 +1,70 @@
+"""Static marking (SECN0/SECN1/SECN2/VENDOR) as an agent, and the registry of agents.
+
+A static agent sets the paper's setting (p4cc.controlplane.ecn.static_setting, scaled to
+the testbed by the BDP factor, REFERENCE §2 and §5) on every port once and then never
+changes it, so static and learning schemes run through the same control loop.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+
+from p4cc.controlplane.agents.base import Agent
+from p4cc.controlplane.ecn import PAPER_SETTINGS, EcnConfig, static_setting
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.errors import ConfigError
+from p4cc.scale import Scale
+
+
+class StaticAgent:
+    """Sets one EcnConfig on every port whose setting differs, then stays quiet."""
+
+    def __init__(self, name: str, setting: EcnConfig) -> None:
+        self.name = name
+        self.setting = setting
+        self._current: dict[int, EcnConfig | None] = {}
+
+    def reset(self, ports: Mapping[int, EcnConfig | None]) -> None:
+        self._current = dict(ports)
+
+    def act(self, obs: Mapping[int, PortTelemetry]) -> Mapping[int, EcnConfig]:
+        ports = set(obs) | set(self._current)
+        todo = {p: self.setting for p in sorted(ports) if self._current.get(p) != self.setting}
+        self._current.update(todo)
+        return todo
+
+
+AgentFactory = Callable[[Scale], Agent]
+
+
+def _static(name: str) -> AgentFactory:
+    return lambda scale: StaticAgent(name.lower(), static_setting(name, scale))
+
+
+#: name -> factory(scale) or "module:function" for agents that load lazily (ACC, PET, ...)
+AGENTS: dict[str, AgentFactory | str] = {n.lower(): _static(n) for n in PAPER_SETTINGS}
+
+
+def register_agent(name: str, factory: AgentFactory | str) -> None:
+    """Add an agent under ``name`` (a factory taking the Scale, or ``"module:function"``)."""
+    AGENTS[name.lower()] = factory
+
+
+def agent_names() -> list[str]:
+    return sorted(AGENTS)
+
+
+def make_agent(name: str, scale: Scale) -> Agent:
+    """``make_agent("secn1", scale)``."""
+    try:
+        factory = AGENTS[name.lower()]
+    except KeyError:
+        raise ConfigError(f"unknown agent {name!r}; choose one of {agent_names()}") from None
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    agent = factory(scale)
+    if not isinstance(agent, Agent):
+        raise ConfigError(f"agent factory for {name!r} did not return an Agent")
+    return agent

@@ -1,0 +1,237 @@
+"""Per-switch control: one P4Runtime session + one Thrift session, p4cc's settings on top.
+
+``SwitchControl.setup()`` brings a freshly started simple_switch_grpc to p4cc's
+configuration: pipeline, routes and ECMP groups (p4cc.controlplane.routes), the
+``switch_config`` default action, ``int_sink`` on host-facing ports, the clone session
+to the CPU port, and per-port egress queue rate/depth from the link specs (REFERENCE §1:
+the rate is enforced by BMv2's queue, in packets/s).  ``set_ecn`` writes marking
+thresholds after validating them against the scale's buffer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from google.rpc import code_pb2
+
+from p4cc.controlplane.ecn import EcnConfig
+from p4cc.controlplane.p4runtime import P4RuntimeClient, P4RuntimeWriteError
+from p4cc.controlplane.routes import compute_routes, host_facing_ports
+from p4cc.controlplane.thrift import ThriftClient
+from p4cc.errors import ConfigError
+from p4cc.topo.spec import SwitchSpec, TopoSpec
+
+log = logging.getLogger(__name__)
+
+#: BMv2's CPU port (docs/architecture.md).
+CPU_PORT = 510
+#: Clone session of INT reports to the CPU port; equals p4cc.packets.int.INT_REPORT_SESSION
+#: and the P4 program's constant (tests check; not imported to keep Scapy out of here).
+INT_REPORT_SESSION = 100
+#: PET §4 ("elephant flows ... larger than 1 MB"): the paper's elephant size.
+PAPER_ELEPHANT_BYTES = 1_000_000
+#: ecn_config is keyed by (egress_port, qid); p4cc uses one queue per port.
+QID = 0
+
+
+class QueueAndRegisters(Protocol):
+    """What SwitchControl and the poller need from Thrift (ThriftClient or a test fake)."""
+
+    def connect(self) -> None: ...
+    def close(self) -> None: ...
+    def set_queue_rate(self, pps: float, port: int | None = None) -> None: ...
+    def set_queue_depth(self, pkts: int, port: int | None = None) -> None: ...
+    def register_read_all(self, name: str) -> list[int]: ...
+    def register_reset(self, name: str) -> None: ...
+    def register_write(self, name: str, index: int, value: int) -> None: ...
+
+
+class SwitchControl:
+    def __init__(self, spec: SwitchSpec, topo: TopoSpec, p4info_path: str | Path,
+                 json_path: str | Path, *, host: str = "127.0.0.1", timeout_s: float = 5.0,
+                 aggregate_routes: bool = False, p4rt: P4RuntimeClient | None = None,
+                 thrift: QueueAndRegisters | None = None) -> None:
+        self.spec = spec
+        self.topo = topo
+        self.scale = topo.scale
+        self.p4info_path = Path(p4info_path)
+        self.json_path = Path(json_path)
+        self.aggregate_routes = aggregate_routes
+        self.p4rt = p4rt or P4RuntimeClient(f"{host}:{spec.grpc_port}", spec.device_id,
+                                            timeout_s=timeout_s)
+        self.thrift: QueueAndRegisters = thrift or ThriftClient(
+            f"{host}:{spec.thrift_port}", json_path, timeout_s=timeout_s)
+        self._ecn: dict[int, EcnConfig | None] = dict.fromkeys(self.ports)
+        self._installed: set[int] = set()  # ports with an ecn_config entry in the switch
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def ports(self) -> tuple[int, ...]:
+        return self.spec.ports
+
+    def port_rate_bps(self, port: int) -> float:
+        return self.topo.link_at(self.name, port).rate_bps
+
+    # -- session ---------------------------------------------------------------------
+    def connect(self) -> None:
+        self.p4rt.connect()
+        if self.p4rt.p4info is None:
+            self.p4rt.load_p4info(self.p4info_path)
+        self.thrift.connect()
+
+    def reconnect(self) -> None:
+        self.close()
+        self.connect()
+
+    def close(self) -> None:
+        self.p4rt.close()
+        self.thrift.close()
+
+    # -- one-time setup --------------------------------------------------------------
+    def setup(self, ecn: EcnConfig | None = None) -> None:
+        """Push the pipeline and every static setting; ``ecn`` on all ports if given."""
+        self.p4rt.set_pipeline(self.p4info_path, self.json_path)
+        self._installed.clear()
+        self.install_routes()
+        self.set_switch_config()
+        self.install_int_sink()
+        self.p4rt.add_clone_session(INT_REPORT_SESSION, [CPU_PORT])
+        self.configure_queues()
+        if ecn is not None:
+            self.set_ecn_all(dict.fromkeys(self.ports, ecn))
+
+    def install_routes(self) -> None:
+        routes = compute_routes(self.topo, self.aggregate_routes)[self.name]
+        c = self.p4rt
+        updates = []
+        for group in routes.groups:
+            for index, nh in enumerate(group.members):
+                updates.append(c.update("INSERT", "table_entry", c.table_entry(
+                    "ecmp_nhop", {"ecmp_group": group.group_id, "ecmp_index": index},
+                    "set_nhop", {"port": nh.port, "dmac": nh.dmac, "smac": nh.smac})))
+        for r in routes.routes:
+            params: dict[str, int | str]
+            if r.nhop is not None:
+                action, params = "set_nhop", {"port": r.nhop.port, "dmac": r.nhop.dmac,
+                                              "smac": r.nhop.smac}
+            else:
+                assert r.group is not None
+                action = "set_ecmp"
+                params = {"group": r.group, "size": len(routes.group(r.group).members)}
+            updates.append(c.update("INSERT", "table_entry", c.table_entry(
+                "ipv4_lpm", {"dst_addr": (r.prefix, r.prefix_len)}, action, params)))
+        c.write(updates)
+
+    def elephant_bytes(self) -> int:
+        """PET's 1 MB elephant size scaled by the BDP factor (REFERENCE §5)."""
+        return max(self.scale.pkt_bytes, round(self.scale.bytes(PAPER_ELEPHANT_BYTES)))
+
+    def set_switch_config(self) -> None:
+        self.p4rt.set_default_action("switch_config", "set_switch_config", {
+            "switch_id": self.spec.device_id, "elephant_bytes": self.elephant_bytes()})
+
+    def install_int_sink(self) -> None:
+        c = self.p4rt
+        c.write([c.update("INSERT", "table_entry",
+                          c.table_entry("int_sink", {"egress_port": port}, "int_sink_port"))
+                 for port in host_facing_ports(self.topo, self.name)])
+
+    def configure_queues(self) -> None:
+        for port in self.ports:
+            link = self.topo.link_at(self.name, port)
+            self.thrift.set_queue_rate(self.scale.pps(link.rate_bps), port)
+            self.thrift.set_queue_depth(link.queue_pkts, port)
+
+    def add_int_watch(self, src: str | None = None, dst: str | None = None,
+                      proto: int | None = None, dport: int | None = None, max_hops: int = 8,
+                      priority: int = 1) -> None:
+        """Make UDP flows matching the given fields (None = any) carry INT."""
+        wanted = (("src_addr", src, 0xFFFFFFFF), ("dst_addr", dst, 0xFFFFFFFF),
+                  ("protocol", proto, 0xFF), ("dport", dport, 0xFFFF))
+        match: dict[str, Any] = {self._watch_field(tail): (value, mask)
+                                 for tail, value, mask in wanted if value is not None}
+        self.p4rt.insert_entry("int_watchlist", match, "int_source", {"max_hops": max_hops},
+                               priority=priority)
+
+    def _watch_field(self, tail: str) -> str:
+        """Full name of the int_watchlist key ending in ``tail`` (e.g. meta.l4_dport)."""
+        info = self.p4rt.p4info
+        if info is None:
+            raise ConfigError("no P4Info loaded: connect() first")
+        names = [mf.name for mf in info.table("int_watchlist").match_fields]
+        found = [n for n in names if n.endswith("." + tail)] or [n for n in names
+                                                                 if n.endswith(tail)]
+        if len(found) != 1:
+            raise ConfigError(f"int_watchlist has no unique key ending in {tail!r}: {names}")
+        return found[0]
+
+    # -- ECN -------------------------------------------------------------------------
+    @property
+    def ecn(self) -> dict[int, EcnConfig | None]:
+        """The setting in force per port (None = marking off)."""
+        return dict(self._ecn)
+
+    def _check(self, port: int, cfg: EcnConfig | None) -> None:
+        if port not in self.ports:
+            raise ConfigError(f"{self.name} has no port {port}; ports are {list(self.ports)}")
+        if cfg is not None:
+            if not isinstance(cfg, EcnConfig):
+                raise ConfigError(f"{self.name} port {port}: expected an EcnConfig, got {cfg!r}")
+            cfg.validate(self.scale.buffer_bytes)
+
+    def ecn_update(self, port: int, cfg: EcnConfig | None) -> Any:
+        c = self.p4rt
+        match = {"egress_port": port, "qid": QID}
+        if cfg is None:
+            return c.update("DELETE", "table_entry", c.table_entry("ecn_config", match, None))
+        pkt = self.scale.pkt_bytes
+        entry = c.table_entry("ecn_config", match, "set_ecn", {
+            "kmin": cfg.kmin_pkts(pkt), "kmax": cfg.kmax_pkts(pkt), "pmax": cfg.pmax_scaled})
+        return c.update("MODIFY" if port in self._installed else "INSERT", "table_entry", entry)
+
+    def set_ecn(self, port: int, cfg: EcnConfig | None) -> None:
+        self.set_ecn_all({port: cfg})
+
+    def set_ecn_all(self, settings: Mapping[int, EcnConfig | None]) -> None:
+        """Validate every setting first, then write them in one request."""
+        for port, cfg in settings.items():
+            self._check(port, cfg)
+        todo = {p: c for p, c in settings.items() if not (c is None and p not in self._installed)}
+        if not todo:
+            return
+        ports = list(todo)
+        try:
+            self.p4rt.write([self.ecn_update(p, todo[p]) for p in ports])
+        except P4RuntimeWriteError as exc:
+            # our view of what is installed was stale (switch restarted or kept state
+            # across our reconnect): redo the failed updates with the other verb
+            failed = {ports[e.index] for e in exc.errors
+                      if e.code in (code_pb2.ALREADY_EXISTS, code_pb2.NOT_FOUND)}
+            if not failed or len(failed) != len(exc.errors):
+                raise
+            for p in failed:
+                self._installed.symmetric_difference_update({p})
+            self._note(todo, ports, exclude=failed)
+            self.p4rt.write([self.ecn_update(p, todo[p]) for p in sorted(failed)
+                             if not (todo[p] is None and p not in self._installed)])
+            self._note(todo, sorted(failed))
+            return
+        self._note(todo, ports)
+
+    def _note(self, todo: Mapping[int, EcnConfig | None], ports: list[int],
+              exclude: set[int] | frozenset[int] = frozenset()) -> None:
+        for p in ports:
+            if p in exclude:
+                continue
+            self._ecn[p] = todo[p]
+            if todo[p] is None:
+                self._installed.discard(p)
+            else:
+                self._installed.add(p)
+

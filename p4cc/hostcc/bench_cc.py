@@ -1,0 +1,82 @@
+"""Benchmark cases of the CC cores (included by ``p4cc bench hostcc``).
+
+A *decision* is one flow's reaction to one feedback event: for DCQCN a CNP followed by
+the decrease check that cuts the rate (``on_cnp`` + ``advance`` by one check period);
+for RL-CC one :func:`p4cc.hostcc.rlcc.step` (δ, policy inference, rate update).  Each
+case times whole vectorized calls over N flows and reports µs per flow-decision,
+µs per call and flow-decisions per second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from p4cc.hostcc import dcqcn, rlcc
+from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
+
+SIZES = (1, 8192)
+POLICY_FILES = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
+                "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+
+
+def _time(call: Callable[[], None], min_time_s: float) -> tuple[float, int]:
+    call()  # warm up
+    reps, start = 0, time.perf_counter()
+    while True:
+        call()
+        reps += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= min_time_s and reps >= 3:
+            return elapsed / reps, reps
+
+
+def _row(case: str, n: int, per_call_s: float, reps: int, **extra: Any) -> dict[str, Any]:
+    return {"case": case, "flows": n, "us_per_decision": per_call_s * 1e6 / n,
+            "us_per_call": per_call_s * 1e6, "decisions_per_s": n / per_call_s,
+            "reps": reps, **extra}
+
+
+def _dcqcn_case(n: int, min_time_s: float) -> dict[str, Any]:
+    p = dcqcn.dcqcn_params("hpcc-ns3", 25e9)
+    period = p.decrease_period_s or 4e-6
+    box = {"s": dcqcn.init_state(n, p), "t": 0.0}
+
+    def call() -> None:
+        t = box["t"] + 50e-6  # type: ignore[operator]
+        s = dcqcn.on_cnp(box["s"], p, t)  # type: ignore[arg-type]
+        box["s"], box["t"] = dcqcn.advance(s, p, t + period), t
+
+    per, reps = _time(call, min_time_s)
+    return _row("dcqcn_decision", n, per, reps, params="hpcc-ns3")
+
+
+def _rlcc_case(kind: str, policy: Policy, n: int, min_time_s: float) -> dict[str, Any]:
+    p = rlcc.RlccParams(line_rate_bps=25e9, base_rtt_s=8e-6)
+    rng = np.random.default_rng(0)
+    infl = rng.uniform(1.0, 4.0, n)
+    box = {"s": rlcc.init_state(n, p, policy)}
+
+    def call() -> None:
+        box["s"] = rlcc.step(box["s"], p, policy, infl)
+
+    per, reps = _time(call, min_time_s)
+    return _row(f"rlcc_{kind}_decision", n, per, reps)
+
+
+def cases(sizes: tuple[int, ...] = SIZES, min_time_s: float = 0.2) -> Iterator[dict[str, Any]]:
+    """One dict per (core, N): DCQCN, then RL-CC with each shipped policy."""
+    policies: dict[str, Policy] = {"reference": ReferencePolicy()}
+    policies.update({k: load_policy(data_dir() / f) for k, f in POLICY_FILES.items()})
+    for n in sizes:
+        yield _dcqcn_case(n, min_time_s)
+        for kind, pol in policies.items():
+            yield _rlcc_case(kind, pol, n, min_time_s)
+
+
+def run(argv: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Entry point with the ``p4cc bench`` signature (argv is ignored)."""
+    return cases()

@@ -1,0 +1,216 @@
+"""Single-flow rate controllers for the host sender: N=1 wrappers over the vectorized
+cores in :mod:`p4cc.hostcc.dcqcn` and :mod:`p4cc.hostcc.rlcc` (no separate logic).
+
+Times are seconds on the caller's monotonic clock.  A controller never goes back in
+time: an event stamped before the controller's current time is applied at its current
+time (host events can race with a rate query).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import dcqcn, rlcc
+from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
+from p4cc.scale import Scale
+
+
+@runtime_checkable
+class RateController(Protocol):
+    """What the host sender calls; ``rate_bps(t)`` advances timers to ``t``."""
+
+    name: str
+
+    def on_cnp(self, t: float) -> None: ...
+
+    def on_rtt_sample(self, t: float, rtt_s: float,
+                      max_qdepth_pkts: int | None = None) -> None: ...
+
+    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
+
+    def on_nack(self, t: float) -> None: ...
+
+    def rate_bps(self, t: float) -> float: ...
+
+    def trace(self, t: float) -> dict[str, float]: ...
+
+
+class DcqcnController:
+    """DCQCN reaction point for one flow.  RTT samples and NACKs do not change DCQCN."""
+
+    def __init__(self, params: dcqcn.DcqcnParams, t0: float = 0.0) -> None:
+        self.params = params
+        self.name = f"dcqcn:{params.name}"
+        self.state = dcqcn.init_state(1, params, t0)
+        self.cnps = 0
+        self.nacks = 0
+
+    def _t(self, t: float) -> float:
+        return max(t, self.state.t)
+
+    def on_cnp(self, t: float) -> None:
+        self.cnps += 1
+        self.state = dcqcn.on_cnp(self.state, self.params, self._t(t))
+
+    def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
+        self.state = dcqcn.advance(self.state, self.params, self._t(t))
+
+    def on_bytes_sent(self, t: float, nbytes: int) -> None:
+        self.state = dcqcn.on_bytes_sent(self.state, self.params, self._t(t), nbytes)
+
+    def on_nack(self, t: float) -> None:
+        self.nacks += 1
+
+    def rate_bps(self, t: float) -> float:
+        self.state = dcqcn.advance(self.state, self.params, self._t(t))
+        return float(self.state.rc[0])
+
+    def trace(self, t: float) -> dict[str, float]:
+        self.rate_bps(t)
+        row = dcqcn.trace_row(self.state)
+        row.update(cnps=float(self.cnps), nacks=float(self.nacks))
+        return row
+
+
+class RlccController:
+    """RL-CC for one flow: one decision per RTT sample (at most one per interval)."""
+
+    def __init__(self, policy: Policy, params: rlcc.RlccParams | None = None,
+                 base_rtt_s: float | None = None, line_rate_bps: float | None = None,
+                 decision_interval_s: float | None = None) -> None:
+        if params is None:
+            if base_rtt_s is None or line_rate_bps is None:
+                raise ConfigError("RlccController needs params or base_rtt_s and line_rate_bps")
+            params = rlcc.RlccParams(line_rate_bps=line_rate_bps, base_rtt_s=base_rtt_s)
+        else:
+            if base_rtt_s is not None:
+                params = replace(params, base_rtt_s=base_rtt_s)
+            if line_rate_bps is not None:
+                params = replace(params, line_rate_bps=line_rate_bps)
+        if decision_interval_s is not None and not decision_interval_s >= 0:
+            raise ConfigError(f"decision_interval_s={decision_interval_s} must be >= 0")
+        self.policy, self.params = policy, params
+        self.name = f"rlcc:{policy.name}"
+        self.interval = decision_interval_s or 0.0
+        self.state = rlcc.init_state(1, params, policy)
+        self.last_decision = -math.inf
+        self.cnps = self.nacks = self.samples = 0
+        self.bytes_sent = 0
+
+    def on_cnp(self, t: float) -> None:
+        self.cnps += 1
+
+    def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
+        self.samples += 1
+        if t - self.last_decision < self.interval:
+            return
+        infl = rlcc.inflation_from(self.params, np.array([rtt_s]),
+                                   None if max_qdepth_pkts is None else [max_qdepth_pkts])
+        self.state = rlcc.step(self.state, self.params, self.policy, infl)
+        self.last_decision = t
+
+    def on_bytes_sent(self, t: float, nbytes: int) -> None:
+        self.bytes_sent += int(nbytes)
+
+    def on_nack(self, t: float) -> None:
+        self.nacks += 1
+
+    def rate_bps(self, t: float) -> float:
+        return float(self.state.rate[0])
+
+    def trace(self, t: float) -> dict[str, float]:
+        s = self.state
+        return {"t_s": t, "rate_bps": float(s.rate[0]), "action": float(s.prev_action[0]),
+                "delta": float(s.delta[0]), "inflation": float(s.inflation[0]),
+                "reward": float(-s.delta[0] ** 2), "decisions": float(s.decisions[0]),
+                "cnps": float(self.cnps), "nacks": float(self.nacks)}
+
+
+class FixedController:
+    """A constant rate (baseline; ignores all feedback)."""
+
+    def __init__(self, rate_bps: float) -> None:
+        if not (math.isfinite(rate_bps) and rate_bps > 0):
+            raise ConfigError(f"fixed rate {rate_bps!r} must be a positive number of b/s")
+        self.rate = float(rate_bps)
+        self.name = f"fixed:{self.rate:g}"
+
+    def on_cnp(self, t: float) -> None:
+        pass
+
+    def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
+        pass
+
+    def on_bytes_sent(self, t: float, nbytes: int) -> None:
+        pass
+
+    def on_nack(self, t: float) -> None:
+        pass
+
+    def rate_bps(self, t: float) -> float:
+        return self.rate
+
+    def trace(self, t: float) -> dict[str, float]:
+        return {"t_s": t, "rate_bps": self.rate}
+
+
+_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
+#: ``rlcc:<name>`` shortcuts for the shipped reference policy files.
+SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
+           "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+CONTROLLER_NAMES = ("dcqcn", "dcqcn:<paramset>", "rlcc", "rlcc:<policyfile|reference|"
+                    + "|".join(SHIPPED) + ">", "fixed", "fixed:<rate, e.g. 5M>")
+
+
+def parse_rate(text: str) -> float:
+    m = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kKmMgG]?)(?:b(?:ps|/s)?)?\s*", text)
+    try:
+        value = float(m.group(1)) * _UNITS[m.group(2).lower()] if m else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"bad rate {text!r}: use b/s with an optional k/M/G suffix, e.g. 5M")
+    return value
+
+
+def _policy(arg: str, params: rlcc.RlccParams) -> Policy:
+    if arg in ("", "reference"):
+        return ReferencePolicy(target=params.target, action_max=params.action_max)
+    if arg in SHIPPED:
+        return load_policy(data_dir() / SHIPPED[arg])
+    return load_policy(Path(arg))
+
+
+def make_controller(name: str, scale: Scale | None = None, line_rate_bps: float | None = None,
+                    **opts: Any) -> RateController:
+    """Build a controller by name (see :data:`CONTROLLER_NAMES`).
+
+    ``dcqcn[:set]``: options are :class:`~p4cc.hostcc.dcqcn.DcqcnParams` overrides
+    (default set ``hpcc-ns3``, scaled with ``scale``).  ``rlcc[:policy]``: options are
+    :class:`~p4cc.hostcc.rlcc.RlccParams` fields plus ``decision_interval_s``; base RTT
+    and packet size default to the scale's.  ``fixed[:rate]``: default the line rate.
+    """
+    sc = scale if scale is not None else Scale()
+    line = float(line_rate_bps if line_rate_bps is not None else sc.link_rate_bps)
+    kind, _, arg = name.partition(":")
+    if kind == "dcqcn":
+        return DcqcnController(dcqcn.dcqcn_params(arg or "hpcc-ns3", line, sc, **opts))
+    if kind == "rlcc":
+        interval = opts.pop("decision_interval_s", None)
+        opts.setdefault("base_rtt_s", sc.base_rtt_s)
+        opts.setdefault("pkt_bytes", sc.pkt_bytes)
+        try:
+            rparams = rlcc.RlccParams(line_rate_bps=line, **opts)
+        except TypeError as exc:
+            raise ConfigError(f"bad RL-CC option: {exc}") from None
+        return RlccController(_policy(arg, rparams), rparams, decision_interval_s=interval)
+    if kind == "fixed":
+        return FixedController(parse_rate(arg) if arg else line)
+    raise ConfigError(f"unknown controller {name!r}; choose one of {list(CONTROLLER_NAMES)}")

@@ -1,0 +1,195 @@
+"""One sending flow: go-back-N transport state and its reaction to replies.
+
+Pure logic (no sockets, no clock): :class:`p4cc.hostcc.sender.Sender` feeds it the
+time and datagrams, tests feed it crafted ones.  The flow reports to a
+:class:`RateController` (the protocol of ``p4cc.hostcc.cc``) and sends at that rate.
+
+Go-back-N as RoCE RC does it: a NAK (PSN sequence error) carries the receiver's next
+expected PSN; the sender acknowledges everything before it and rewinds to it.  When
+everything has been sent and no ACK arrives for ``rto_s`` the sender rewinds to the
+oldest unacknowledged PSN (this also recovers a lost tail or a lost final ACK).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import wire
+
+
+class RateController(Protocol):
+    """What a flow needs from a CC core (``p4cc.hostcc.cc`` implements it)."""
+
+    def on_cnp(self, t: float) -> None: ...
+    def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None) -> None: ...
+    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
+    def on_nack(self, t: float) -> None: ...
+    def rate_bps(self, t: float) -> float: ...
+    def trace(self, t: float) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """One flow to send: destination, payload bytes, start time (s after the sender's
+    start), CC name for ``make_controller`` ("dcqcn", "rlcc", "fixed:<bps>")."""
+
+    dst: str
+    size: int
+    start_s: float = 0.0
+    cc: str = "dcqcn"
+    port: int = field(default=wire.ROCE_PORT, metadata={"help": "receiver UDP port"})
+
+    def __post_init__(self) -> None:
+        if self.size < 1:
+            raise ConfigError(f"flow size must be >= 1 byte, got {self.size}")
+        if self.start_s < 0 or not math.isfinite(self.start_s):
+            raise ConfigError(f"flow start time must be >= 0 s, got {self.start_s}")
+
+
+class Flow:
+    """Transport state of one flow (sequence numbers are unwrapped ints)."""
+
+    def __init__(self, flow_id: int, spec: FlowSpec, ctl: RateController, pkt_bytes: int,
+                 rto_s: float, ack_every: int = 16) -> None:
+        self.id = flow_id
+        self.spec = spec
+        self.ctl = ctl
+        self.payload = pkt_bytes - wire.data_overhead()
+        if self.payload < 1:
+            raise ConfigError(f"packet size {pkt_bytes} B leaves no room for payload; use "
+                              f"more than {wire.data_overhead()} B")
+        self.npkts = -(-spec.size // self.payload)
+        if self.npkts >= 1 << 23:
+            raise ConfigError(f"flow of {spec.size} B needs {self.npkts} packets; the 24-bit "
+                              "PSN allows < 2^23 in flight, split the flow or raise pkt_bytes")
+        self.rto_s = rto_s
+        self.ack_every = max(1, ack_every)
+        self.snd_una = 0
+        self.snd_nxt = 0
+        self.max_sent = 0
+        self.done = False
+        self.start_t: float | None = None
+        self.end_t: float | None = None
+        self.last_progress_t = 0.0
+        self.bytes_sent = 0
+        self.retx_bytes = 0
+        self.nacks = 0
+        self.cnps = 0
+        self.timeouts = 0
+        self.probes = 0
+        self.rtt_s: float | None = None
+        self.max_qdepth: int | None = None
+        self.rx_bytes = 0
+        self.bad_replies = 0
+        self.unknown_cnps = 0
+        self._zeros = bytes(self.payload)
+
+    # -- sending -----------------------------------------------------------------------
+    def has_data(self) -> bool:
+        return not self.done and self.snd_nxt < self.npkts
+
+    def next_datagram(self, t: float) -> bytes:
+        """The datagram for ``snd_nxt``; call :meth:`sent` once it is on the socket."""
+        seq = self.snd_nxt
+        last = seq == self.npkts - 1
+        plen = self.spec.size - seq * self.payload if last else self.payload
+        ackreq = (seq + 1) % self.ack_every == 0
+        return wire.encode_data(self.id, seq, self.spec.size, self._zeros[:plen], last=last,
+                                ackreq=ackreq, retx=seq < self.max_sent)
+
+    def sent(self, t: float, datagram_len: int) -> None:
+        if self.start_t is None:
+            self.start_t = t
+            self.last_progress_t = t
+        plen = datagram_len - wire.DATA_HDR_LEN - wire.ICRC_LEN
+        if self.snd_nxt < self.max_sent:
+            self.retx_bytes += plen
+        self.bytes_sent += plen
+        self.snd_nxt += 1
+        self.max_sent = max(self.max_sent, self.snd_nxt)
+        if self.snd_nxt == self.npkts:
+            self.last_progress_t = max(self.last_progress_t, t)
+        self.ctl.on_bytes_sent(t, datagram_len + wire.IP_UDP_LEN)
+
+    def check_timeout(self, t: float) -> bool:
+        """Rewind to ``snd_una`` when all is sent and nothing was acked for ``rto_s``."""
+        if self.done or self.start_t is None or self.snd_nxt < self.npkts:
+            return False
+        if t - self.last_progress_t < self.rto_s:
+            return False
+        self.timeouts += 1
+        self.snd_nxt = self.snd_una
+        self.last_progress_t = t
+        return True
+
+    # -- replies -----------------------------------------------------------------------
+    def _unwrap(self, psn: int) -> int:
+        return self.snd_una + ((psn - self.snd_una) & wire.PSN_MASK)
+
+    def on_datagram(self, buf: bytes, t: float, now_ns: int) -> None:
+        """Handle one reply (ACK/NAK, CNP, probe reply); malformed ones are counted."""
+        try:
+            bth = wire.decode_bth(buf)
+            if bth.opcode == wire.OP_CNP:
+                wire.check_cnp(buf)
+                if bth.qpn != self.id:
+                    self.unknown_cnps += 1
+                    return
+                self.cnps += 1
+                self.ctl.on_cnp(t)
+            elif bth.qpn != self.id:
+                self.bad_replies += 1
+            elif bth.opcode == wire.OP_ACK:
+                self._on_ack(bth, wire.decode_ack(buf), t)
+            elif bth.opcode == wire.OP_PROBE_REPLY:
+                p = wire.decode_probe(buf)
+                rtt = (now_ns - p.t_send_ns) / 1e9
+                if rtt < 0:
+                    raise wire.WireError("probe reply from the future")
+                self.rtt_s = rtt
+                self.max_qdepth = p.max_qdepth
+                self.ctl.on_rtt_sample(t, rtt, p.max_qdepth)
+            else:
+                self.bad_replies += 1
+        except wire.WireError:
+            self.bad_replies += 1
+
+    def _on_ack(self, bth: wire.Bth, ack: wire.Ack, t: float) -> None:
+        epsn = self._unwrap(bth.psn)
+        if epsn > self.max_sent:  # acknowledges something never sent: ignore
+            self.bad_replies += 1
+            return
+        if ack.max_qdepth is not None:
+            self.max_qdepth = ack.max_qdepth
+        self.rx_bytes = max(self.rx_bytes, ack.rx_bytes)
+        if epsn > self.snd_una:
+            self.snd_una = epsn
+            self.last_progress_t = t
+        if ack.nak:
+            self.nacks += 1
+            self.ctl.on_nack(t)
+            if epsn < self.snd_nxt:
+                self.snd_nxt = epsn  # go back N
+            self.last_progress_t = t
+        if ack.complete and self.snd_una >= self.npkts and not self.done:
+            self.done = True
+            self.end_t = t
+
+    # -- records -----------------------------------------------------------------------
+    def record(self, sport: int, t0_epoch: float) -> dict[str, Any]:
+        start = self.start_t
+        end = self.end_t
+        return {
+            "flow_id": self.id, "dst": self.spec.dst, "sport": sport, "cc": self.spec.cc,
+            "size": self.spec.size, "sched_start_s": self.spec.start_s,
+            "start_s": start, "end_s": end,
+            "fct_s": (end - start) if (start is not None and end is not None) else None,
+            "start_epoch": None if start is None else t0_epoch + start,
+            "completed": self.done, "bytes_sent": self.bytes_sent,
+            "retx_bytes": self.retx_bytes, "nacks": self.nacks, "cnps": self.cnps,
+            "timeouts": self.timeouts, "probes": self.probes,
+            "bad_replies": self.bad_replies, "unknown_cnps": self.unknown_cnps,
+        }

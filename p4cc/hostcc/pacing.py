@@ -1,0 +1,272 @@
+"""Per-flow pacing through a Linux HTB qdisc, driven over netlink (pyroute2).
+
+Layout on the host interface (handle major ``cc`` by default)::
+
+    root qdisc  cc:    htb, default 0 (unclassified traffic is not shaped)
+    class       cc:1   control class at ``ctrl_rate_bps`` (RTT probes, opcode 0xC0)
+    class       cc:N   one per flow, rate = ceil = the flow's CC rate  (N >= 0x100)
+    filter u32  prio 1 UDP dport 4791 and BTH opcode 0xC0          -> cc:1
+    filter u32  prio 2 UDP sport <flow port>, dport 4791           -> cc:N
+
+HTB counts the whole frame (Ethernet header included), so a class at R bit/s puts R
+bit/s of frames on the wire.  All netlink traffic happens on one background thread:
+``set_rate`` only records the latest wanted rate per class and wakes the thread, which
+applies the newest value (older requests that arrive faster than the kernel takes
+them are coalesced).  ``close`` deletes the root qdisc it created, which removes its
+classes and filters with it; nothing else is touched.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4cc.errors import ConfigError, P4ccError
+
+log = logging.getLogger(__name__)
+
+CLONE_NEWNET = 0x40000000
+TC_H_ROOT = 0xFFFFFFFF
+ETH_P_IP = 0x0800
+ROCE_PORT = 4791
+FIRST_FLOW_MINOR = 0x100
+
+
+def enter_netns(name: str) -> None:
+    """Move the *calling thread* into the named network namespace (``ip netns``)."""
+    path = name if name.startswith("/") else f"/var/run/netns/{name}"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise ConfigError(f"network namespace {name!r} not found ({exc}); create it with "
+                          "`ip netns add`") from exc
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise ConfigError(f"setns({name}) failed: {os.strerror(err)}; run as root")
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class PacerConfig:
+    """Where and how to pace."""
+
+    dev: str = field(metadata={"help": "host interface whose root qdisc becomes HTB"})
+    netns: str | None = field(default=None, metadata={"help": "named netns of the device"})
+    major: int = field(default=0xCC, metadata={"help": "HTB handle major number"})
+    ctrl_rate_bps: float = field(default=1e9, metadata={"help": "rate of the probe class"})
+    min_rate_bps: float = field(default=8e3, metadata={"help": "lowest rate ever set"})
+    mtu: int = field(default=1600, metadata={"help": "largest frame (bytes)"})
+    burst_s: float = field(default=1e-3, metadata={"help": "HTB burst = mtu + rate × this"})
+
+    def __post_init__(self) -> None:
+        if not self.dev:
+            raise ConfigError("pacing needs a device name (--dev)")
+        if not 1 <= self.major <= 0xFFFE:
+            raise ConfigError(f"HTB major handle must be in 1..0xfffe, got {self.major:#x}")
+
+
+def _rate(bps: float) -> str:
+    return f"{max(1, int(bps))}bit"
+
+
+@dataclass
+class PacerStats:
+    requested: int = 0
+    applied: int = 0
+    coalesced: int = 0
+    errors: int = 0
+    last_apply_s: float = 0.0
+    max_apply_s: float = 0.0
+
+
+class HtbPacer:
+    """HTB classes per flow; ``set_rate`` never blocks."""
+
+    def __init__(self, cfg: PacerConfig) -> None:
+        self.cfg = cfg
+        self.stats = PacerStats()
+        self._root = cfg.major << 16
+        self._cmds: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]] | None] = (
+            queue.Queue()
+        )
+        self._pending: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._classes: dict[int, int] = {}  # sport -> classid
+        self._next_minor = FIRST_FLOW_MINOR
+        self._ipr: Any = None
+        self._index = 0
+        self._created = False
+        self._thread: threading.Thread | None = None
+
+    # -- public API (any thread) --------------------------------------------------------
+    def start(self) -> HtbPacer:
+        self._thread = threading.Thread(target=self._run, name="p4cc-pacer", daemon=True)
+        self._thread.start()
+        self._call(self._setup)
+        return self
+
+    def add_flow(self, sport: int, rate_bps: float) -> int:
+        """Create the class and filter of a flow (blocks until the kernel has them)."""
+        result: int = self._call(lambda: self._add_flow(sport, rate_bps))
+        return result
+
+    def set_rate(self, sport: int, rate_bps: float) -> None:
+        classid = self._classes.get(sport)
+        if classid is None:
+            raise ConfigError(f"no pacing class for UDP source port {sport}; add_flow first")
+        with self._lock:
+            self.stats.requested += 1
+            if classid in self._pending:
+                self.stats.coalesced += 1
+            self._pending[classid] = max(rate_bps, self.cfg.min_rate_bps)
+        self._wake.set()
+
+    def close(self) -> None:
+        if self._thread is None:
+            return
+        try:
+            if self._thread.is_alive():
+                self._call(self._teardown)
+        finally:
+            self._cmds.put(None)
+            self._wake.set()
+            self._thread.join(5.0)
+            self._thread = None
+
+    def __enter__(self) -> HtbPacer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- updater thread -----------------------------------------------------------------
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        if self._thread is None or not self._thread.is_alive():
+            raise P4ccError("pacer thread is not running")
+        box: queue.Queue[Any] = queue.Queue(1)
+        self._cmds.put((fn, box))
+        self._wake.set()
+        ok, value = box.get(timeout=10.0)
+        if not ok:
+            raise value
+        return value
+
+    def _run(self) -> None:
+        try:
+            if self.cfg.netns:
+                enter_netns(self.cfg.netns)
+            from pyroute2 import IPRoute
+
+            self._ipr = IPRoute()
+        except BaseException as exc:
+            self._fail_commands(exc)
+            return
+        try:
+            while True:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                while True:
+                    try:
+                        item = self._cmds.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        return
+                    fn, box = item
+                    try:
+                        box.put((True, fn()))
+                    except BaseException as exc:
+                        box.put((False, exc))
+                self._apply_pending()
+        finally:
+            if self._created:
+                self._teardown()
+            self._ipr.close()
+
+    def _fail_commands(self, exc: BaseException) -> None:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            try:
+                item = self._cmds.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if item is None:
+                return
+            item[1].put((False, exc))
+
+    def _apply_pending(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        for classid, bps in pending.items():
+            t0 = time.monotonic()
+            try:
+                self._class("change-class", classid, bps)
+            except Exception as exc:  # keep pacing the other flows
+                self.stats.errors += 1
+                log.warning("HTB rate change of %#x failed: %s", classid, exc)
+                continue
+            dt = time.monotonic() - t0
+            self.stats.applied += 1
+            self.stats.last_apply_s = dt
+            self.stats.max_apply_s = max(self.stats.max_apply_s, dt)
+
+    def _class(self, cmd: str, classid: int, bps: float) -> None:
+        burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
+        self._ipr.tc(cmd, "htb", self._index, classid, parent=self._root,
+                     rate=_rate(bps), ceil=_rate(bps), mtu=self.cfg.mtu, burst=burst,
+                     cburst=burst)
+
+    def _setup(self) -> None:
+        links = self._ipr.link_lookup(ifname=self.cfg.dev)
+        if not links:
+            raise ConfigError(f"no interface {self.cfg.dev!r} here; pass the host's "
+                              "interface (e.g. h1-eth0) with --dev")
+        self._index = links[0]
+        for q in self._ipr.get_qdiscs(index=self._index):
+            if q.get("parent") == TC_H_ROOT and q.get("handle", 0) != 0:
+                raise ConfigError(
+                    f"{self.cfg.dev} already has a root qdisc "
+                    f"({q.get_attr('TCA_KIND')} {q['handle'] >> 16:x}:); p4cc will not "
+                    f"replace it. Remove it (`tc qdisc del dev {self.cfg.dev} root`) if it "
+                    "is stale, or run without --dev")
+        self._ipr.tc("add", "htb", self._index, self._root, default=0)
+        self._created = True
+        ctrl = self._root | 1
+        self._class("add-class", ctrl, self.cfg.ctrl_rate_bps)
+        self._ipr.tc("add-filter", "u32", self._index, parent=self._root, prio=1,
+                     protocol=ETH_P_IP, target=ctrl,
+                     keys=[f"0x{ROCE_PORT:08x}/0x0000ffff+20", "0xc0000000/0xff000000+28"])
+
+    def _add_flow(self, sport: int, rate_bps: float) -> int:
+        if sport in self._classes:
+            return self._classes[sport]
+        classid = self._root | self._next_minor
+        self._next_minor += 1
+        self._class("add-class", classid, max(rate_bps, self.cfg.min_rate_bps))
+        self._ipr.tc("add-filter", "u32", self._index, parent=self._root, prio=2,
+                     protocol=ETH_P_IP, target=classid,
+                     keys=[f"0x{sport:04x}{ROCE_PORT:04x}/0xffffffff+20"])
+        self._classes[sport] = classid
+        return classid
+
+    def _teardown(self) -> None:
+        if not self._created:
+            return
+        self._created = False
+        try:
+            self._ipr.tc("del", "htb", self._index, self._root)
+        except Exception as exc:
+            if "No such" not in str(exc) and "Invalid" not in str(exc):
+                raise P4ccError(f"could not remove HTB qdisc from {self.cfg.dev}: {exc}; "
+                                f"remove it with `tc qdisc del dev {self.cfg.dev} root`") from exc

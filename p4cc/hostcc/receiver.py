@@ -1,0 +1,324 @@
+"""Receiver: the DCQCN notification point and go-back-N responder.
+
+:class:`ReceiverCore` is the pure state machine (datagram in, replies out), tested
+in-process; :class:`Receiver` runs it on a UDP socket bound to port 4791 and reads each
+datagram's TOS byte with ``IP_RECVTOS`` (ancillary data of ``recvmsg``), so ECN and the
+INT-summary DSCP come from the socket API, not from sniffing.
+
+Per flow (sender address, sender port, dest QP):
+* in-order data advances the expected PSN (ePSN); an ACK goes back when the sender set
+  AckReq and when the flow is complete (``COMPLETE`` flag, which ends the flow);
+* a PSN beyond ePSN is dropped and answered with a NAK carrying ePSN, at most once per
+  ``nack_interval_s`` (RoCE go-back-N: the sender rewinds to ePSN);
+* a CE-marked packet triggers a CNP unless one went to the flow less than
+  ``cnp_interval_s`` ago (DCQCN NP; 50 µs in the paper's code, REFERENCE §2, scaled by
+  ``Scale.time``);
+* a probe is answered at once, echoing its timestamp plus the INT max queue depth.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import select
+import socket
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import wire
+from p4cc.scale import Scale
+
+log = logging.getLogger(__name__)
+
+IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+IP_TOS = getattr(socket, "IP_TOS", 1)
+ECN_CE = 0x3
+#: DCQCN NP minimum time between CNPs in the paper's code (REFERENCE §2).
+PAPER_CNP_INTERVAL_S = 50e-6
+
+Addr = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """How a receiver answers (times in seconds)."""
+
+    port: int = field(default=wire.ROCE_PORT, metadata={"help": "UDP port to listen on"})
+    bind: str = field(default="0.0.0.0", metadata={"help": "address to bind"})
+    cnp_interval_s: float = field(
+        default=Scale().time(PAPER_CNP_INTERVAL_S),
+        metadata={"help": "min time between CNPs per flow (paper 50 µs × Scale.time)"},
+    )
+    nack_interval_s: float = field(
+        default=Scale().base_rtt_s, metadata={"help": "min time between NAKs per flow (~RTT)"}
+    )
+    drop_prob: float = field(
+        default=0.0, metadata={"help": "TEST OPTION: drop this fraction of data packets"}
+    )
+    seed: int = field(default=0, metadata={"help": "seed of the injected-loss generator"})
+    rcvbuf: int = field(default=4 << 20, metadata={"help": "SO_RCVBUF bytes"})
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port < 65536:
+            raise ConfigError(
+                f"receiver port must be in 0..65535 (0: any free port), got {self.port}")
+        if self.cnp_interval_s < 0 or self.nack_interval_s < 0:
+            raise ConfigError("cnp_interval_s and nack_interval_s must be >= 0")
+        if not 0.0 <= self.drop_prob < 1.0:
+            raise ConfigError(f"drop_prob must be in [0, 1), got {self.drop_prob}")
+
+
+@dataclass
+class RxFlow:
+    """Receiver state and counters of one flow."""
+
+    src: str
+    sport: int
+    qpn: int
+    first_t: float
+    epsn: int = 0
+    msg_len: int = -1
+    rx_bytes: int = 0
+    rx_pkts: int = 0
+    ce_pkts: int = 0
+    cnps: int = 0
+    nacks: int = 0
+    acks: int = 0
+    dup_pkts: int = 0
+    ooo_pkts: int = 0
+    injected_drops: int = 0
+    probes: int = 0
+    max_qdepth: int | None = None
+    last_t: float = 0.0
+    complete_t: float | None = None
+    last_cnp_t: float = float("-inf")
+    last_nack_t: float = float("-inf")
+    nack_epsn: int = -1
+
+    def record(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("last_cnp_t", "last_nack_t", "nack_epsn"):
+            d.pop(k)
+        return d
+
+
+@dataclass
+class RxCounters:
+    datagrams: int = 0
+    malformed: int = 0
+    unknown_opcode: int = 0
+    data_bytes: int = 0
+    cnps_sent: int = 0
+    send_errors: int = 0
+
+
+class ReceiverCore:
+    """The receiver's state machine; ``handle`` returns the replies to send."""
+
+    def __init__(self, cfg: ReceiverConfig) -> None:
+        self.cfg = cfg
+        self.flows: dict[tuple[str, int, int], RxFlow] = {}
+        self.counters = RxCounters()
+        self._rng = random.Random(cfg.seed)
+
+    def handle(self, buf: bytes, tos: int, addr: Addr, now: float) -> list[bytes]:
+        """Process one datagram (UDP payload) with its IP TOS byte; never raises."""
+        self.counters.datagrams += 1
+        try:
+            return self._handle(buf, tos, addr, now)
+        except wire.WireError as exc:
+            self.counters.malformed += 1
+            log.debug("drop from %s: %s", addr, exc)
+            return []
+
+    def _handle(self, buf: bytes, tos: int, addr: Addr, now: float) -> list[bytes]:
+        qdepth: int | None = None
+        view: bytes | memoryview = buf
+        if (tos >> 2) == wire.DSCP_INT_SUMMARY:
+            summary, view = wire.strip_int_summary(buf)
+            qdepth = summary.max_qdepth
+        bth = wire.decode_bth(view)
+        if bth.opcode == wire.OP_DATA:
+            return self._data(view, bth, tos, addr, now, qdepth)
+        if bth.opcode == wire.OP_PROBE:
+            probe = wire.decode_probe(view)
+            flow = self.flows.get((addr[0], addr[1], bth.qpn))
+            if flow is not None:
+                flow.probes += 1
+                if qdepth is not None:
+                    flow.max_qdepth = qdepth
+                q = flow.max_qdepth if qdepth is None else qdepth
+            else:
+                q = qdepth
+            return [
+                wire.encode_probe(
+                    bth.qpn, probe.seq, probe.t_send_ns, reply=True,
+                    t_recv_ns=time.time_ns(), max_qdepth=q,
+                )
+            ]
+        self.counters.unknown_opcode += 1
+        return []
+
+    def _data(
+        self, view: bytes | memoryview, bth: wire.Bth, tos: int, addr: Addr, now: float,
+        qdepth: int | None,
+    ) -> list[bytes]:
+        _flags, msg_len, plen = wire.decode_data(view)
+        key = (addr[0], addr[1], bth.qpn)
+        flow = self.flows.get(key)
+        if flow is None:
+            flow = self.flows[key] = RxFlow(addr[0], addr[1], bth.qpn, first_t=now)
+        if self.cfg.drop_prob and self._rng.random() < self.cfg.drop_prob:
+            flow.injected_drops += 1
+            return []
+        out: list[bytes] = []
+        flow.last_t = now
+        flow.msg_len = msg_len
+        if qdepth is not None:
+            flow.max_qdepth = qdepth
+        self.counters.data_bytes += plen
+        if (tos & 0x3) == ECN_CE:
+            flow.ce_pkts += 1
+            if now - flow.last_cnp_t >= self.cfg.cnp_interval_s:
+                flow.last_cnp_t = now
+                flow.cnps += 1
+                self.counters.cnps_sent += 1
+                out.append(wire.encode_cnp(bth.qpn))
+        epsn = flow.epsn & wire.PSN_MASK
+        if bth.psn == epsn and flow.complete_t is None:
+            flow.epsn += 1
+            flow.rx_pkts += 1
+            flow.rx_bytes += plen
+            done = flow.rx_bytes >= msg_len
+            if done:
+                flow.complete_t = now
+            if bth.ackreq or done:
+                out.append(self._ack(flow, complete=done))
+        elif flow.complete_t is None and ((bth.psn - epsn) & wire.PSN_MASK) < (1 << 23):
+            # ahead of ePSN: a gap. NAK once per ePSN, again only after nack_interval.
+            flow.ooo_pkts += 1
+            if flow.nack_epsn != flow.epsn or now - flow.last_nack_t >= self.cfg.nack_interval_s:
+                flow.nack_epsn = flow.epsn
+                flow.last_nack_t = now
+                flow.nacks += 1
+                out.append(self._ack(flow, nak=True))
+        else:
+            flow.dup_pkts += 1
+            if bth.ackreq or flow.complete_t is not None:
+                out.append(self._ack(flow, complete=flow.complete_t is not None))
+        return out
+
+    def _ack(self, flow: RxFlow, *, nak: bool = False, complete: bool = False) -> bytes:
+        flow.acks += 0 if nak else 1
+        return wire.encode_ack(
+            flow.qpn, flow.epsn, nak=nak, msn=1 if complete else 0, complete=complete,
+            max_qdepth=flow.max_qdepth, rx_bytes=flow.rx_bytes,
+        )
+
+    def records(self) -> list[dict[str, Any]]:
+        return [f.record() for f in self.flows.values()]
+
+
+def open_rx_socket(cfg: ReceiverConfig) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.rcvbuf)
+    sock.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+    try:
+        sock.bind((cfg.bind, cfg.port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot bind UDP {cfg.bind}:{cfg.port} ({exc}); stop the other receiver or "
+            "choose another --port"
+        ) from exc
+    sock.setblocking(False)
+    return sock
+
+
+def tos_from_ancillary(ancdata: list[tuple[int, int, bytes]]) -> int:
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IP and kind in (IP_TOS, IP_RECVTOS) and data:
+            return data[0]
+    return 0
+
+
+class Receiver:
+    """A receiver thread on its own socket; ``stop()`` returns the flow records."""
+
+    def __init__(self, cfg: ReceiverConfig | None = None, netns: str | None = None) -> None:
+        cfg = cfg or ReceiverConfig()
+        self.cfg = cfg
+        self.netns = netns
+        self.core = ReceiverCore(cfg)
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="p4cc-recv", daemon=True)
+        self.sock: socket.socket | None = None
+
+    def start(self, timeout_s: float = 5.0) -> Receiver:
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise ConfigError("receiver thread did not start within the timeout")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        try:
+            if self.netns:
+                from p4cc.hostcc.pacing import enter_netns
+
+                enter_netns(self.netns)
+            self.sock = open_rx_socket(self.cfg)
+        except BaseException as exc:  # handed to start()
+            self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        sock = self.sock
+        try:
+            while not self._stop.is_set():
+                r, _, _ = select.select([sock], [], [], 0.05)
+                if r:
+                    self._drain(sock)
+        finally:
+            sock.close()
+
+    def _drain(self, sock: socket.socket) -> None:
+        for _ in range(256):
+            try:
+                buf, anc, _flags, addr = sock.recvmsg(65535, 64)
+            except BlockingIOError:
+                return
+            now = time.monotonic()
+            with self.lock:
+                replies = self.core.handle(buf, tos_from_ancillary(anc), addr, now)
+            for reply in replies:
+                try:
+                    sock.sendto(reply, addr)
+                except OSError:
+                    self.core.counters.send_errors += 1
+
+    def stop(self, timeout_s: float = 5.0) -> list[dict[str, Any]]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+        return self.records()
+
+    def records(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.core.records()
+
+    def counters(self) -> dict[str, int]:
+        with self.lock:
+            return asdict(self.core.counters)
+
+    @property
+    def port(self) -> int:
+        return self.sock.getsockname()[1] if self.sock else self.cfg.port

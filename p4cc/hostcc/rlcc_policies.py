@@ -1,0 +1,297 @@
+"""RL-CC policies, vectorized over N flows, and their file formats.
+
+Every policy maps observations ``obs`` of shape (n, 2) = (δ_t, a_{t−1}) plus a per-flow
+state (a tuple of arrays with leading dimension n) to raw actions (n,) and a new state.
+The core (:func:`p4cc.hostcc.rlcc.step`) clips the actions to the configured bounds.
+
+* :class:`ReferencePolicy` — hand-made: a = exp(k·δ), k = ln(a_max)/target by default,
+  so an idle path (δ = target) gives the largest increase, δ = 0 (the operating point)
+  keeps the rate, δ < 0 (above the operating point) lowers it.
+* :class:`LstmPolicy` — in → 32 → 16 (ReLU) → LSTM 16 → 1 (Tessler et al. §7; NVIDIA
+  RL-CC §3), per-flow (h, c).  PyTorch gate order i, f, g, o.
+* :class:`MlpPolicy` — window of the last k observations → hidden ReLU layers → 1
+  (NVIDIA RL-CC §4.1, §5.1).
+* Tree ensembles live in :mod:`p4cc.hostcc.rlcc_trees`.
+
+Files: ``.npz`` (LSTM/MLP weights, key ``kind``), ``.json`` (p4cc trees or a CatBoost
+JSON export).  :func:`load_policy` raises :class:`PolicyLoadError` naming the file and
+the problem.
+"""
+
+from __future__ import annotations
+
+import math
+import zipfile
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from p4cc.errors import ConfigError
+
+FloatArray = npt.NDArray[np.float64]
+PolicyState = tuple[FloatArray, ...]
+OBS_DIM = 2
+OUTPUTS = ("identity", "exp")
+
+
+class PolicyLoadError(ConfigError):
+    """A policy file is missing, unreadable, or has the wrong content/shapes."""
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: str
+
+    def initial_state(self, n: int) -> PolicyState: ...
+
+    def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]: ...
+
+
+def take_state(state: PolicyState, idx: npt.NDArray[np.intp]) -> PolicyState:
+    return tuple(a[idx] for a in state)
+
+
+def scatter_state(state: PolicyState, idx: npt.NDArray[np.intp],
+                  sub: PolicyState) -> PolicyState:
+    out = []
+    for a, s in zip(state, sub, strict=True):
+        b = a.copy()
+        b[idx] = s
+        out.append(b)
+    return tuple(out)
+
+
+def _out(y: FloatArray, output: str) -> FloatArray:
+    return np.exp(np.clip(y, -50.0, 50.0)) if output == "exp" else y
+
+
+def _relu(x: FloatArray) -> FloatArray:
+    return np.maximum(x, 0.0)
+
+
+def _sigmoid(x: FloatArray) -> FloatArray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free logistic
+
+
+class ReferencePolicy:
+    """a = exp(gain·δ); gain defaults to ln(action_max)/target."""
+
+    name = "reference"
+
+    def __init__(self, target: float = 0.064, action_max: float = 1.2,
+                 gain: float | None = None) -> None:
+        if not (target > 0 and action_max > 1):
+            raise ConfigError("ReferencePolicy needs target > 0 and action_max > 1")
+        self.gain = math.log(action_max) / target if gain is None else float(gain)
+
+    def initial_state(self, n: int) -> PolicyState:
+        return ()
+
+    def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
+        return np.exp(np.clip(self.gain * obs[:, 0], -50.0, 50.0)), state
+
+
+class LstmPolicy:
+    """fc1 → ReLU → fc2 → ReLU → LSTM → linear, weights as in PyTorch (out, in)."""
+
+    name = "lstm"
+    KEYS = ("fc1_w", "fc1_b", "fc2_w", "fc2_b", "lstm_w_ih", "lstm_w_hh", "lstm_b",
+            "out_w", "out_b")
+
+    def __init__(self, weights: dict[str, FloatArray], output: str = "identity") -> None:
+        w = {k: np.asarray(weights[k], dtype=np.float64) for k in self.KEYS}
+        for k, a in w.items():
+            if a.ndim != (1 if k.endswith("_b") else 2):
+                raise ConfigError(f"array {k!r} has shape {a.shape}: wrong number of axes")
+        h1, h2 = w["fc1_w"].shape[0], w["fc2_w"].shape[0]
+        hid = w["lstm_w_hh"].shape[-1]
+        expect = {"fc1_w": (h1, OBS_DIM), "fc1_b": (h1,), "fc2_w": (h2, h1), "fc2_b": (h2,),
+                  "lstm_w_ih": (4 * hid, h2), "lstm_w_hh": (4 * hid, hid),
+                  "lstm_b": (4 * hid,), "out_w": (1, hid), "out_b": (1,)}
+        _check_shapes(w, expect)
+        if output not in OUTPUTS:
+            raise ConfigError(f"output={output!r}: choose one of {OUTPUTS}")
+        self.w, self.hidden, self.output = w, hid, output
+
+    def initial_state(self, n: int) -> PolicyState:
+        return (np.zeros((n, self.hidden)), np.zeros((n, self.hidden)))
+
+    def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
+        w, hid = self.w, self.hidden
+        h_prev, c_prev = state
+        x = _relu(obs @ w["fc1_w"].T + w["fc1_b"])
+        x = _relu(x @ w["fc2_w"].T + w["fc2_b"])
+        z = x @ w["lstm_w_ih"].T + h_prev @ w["lstm_w_hh"].T + w["lstm_b"]
+        i, f = _sigmoid(z[:, :hid]), _sigmoid(z[:, hid:2 * hid])
+        g, o = np.tanh(z[:, 2 * hid:3 * hid]), _sigmoid(z[:, 3 * hid:])
+        c = f * c_prev + i * g
+        h = o * np.tanh(c)
+        y = (h @ w["out_w"].T + w["out_b"])[:, 0]
+        return _out(y, self.output), (h, c)
+
+
+class WindowedPolicy:
+    """Base for policies over the last ``window`` observations, oldest first."""
+
+    name = "windowed"
+    window = 1
+
+    def initial_state(self, n: int) -> PolicyState:
+        hist = np.zeros((n, max(self.window - 1, 0), OBS_DIM))
+        hist[:, :, 1] = 1.0  # padding: δ = 0, previous action = 1
+        return (hist,)
+
+    def features(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
+        (hist,) = state
+        full = np.concatenate([hist, obs[:, None, :]], axis=1)
+        return full.reshape(obs.shape[0], -1), (full[:, 1:, :],)
+
+
+class MlpPolicy(WindowedPolicy):
+    """Window of k observations → ReLU hidden layers → 1."""
+
+    name = "mlp"
+
+    def __init__(self, layers: list[tuple[FloatArray, FloatArray]], window: int,
+                 output: str = "identity") -> None:
+        if window < 1 or not layers:
+            raise ConfigError("MlpPolicy needs window >= 1 and at least one layer")
+        dim = OBS_DIM * window
+        self.layers = []
+        for k, (wt, b) in enumerate(layers):
+            wt, b = np.asarray(wt, dtype=np.float64), np.asarray(b, dtype=np.float64)
+            _check_shapes({f"w{k}": wt, f"b{k}": b},
+                          {f"w{k}": (wt.shape[0] if wt.ndim == 2 else -1, dim),
+                           f"b{k}": (wt.shape[0] if wt.ndim == 2 else -1,)})
+            self.layers.append((wt, b))
+            dim = wt.shape[0]
+        if dim != 1:
+            raise ConfigError(f"MlpPolicy: the last layer has {dim} outputs, expected 1")
+        if output not in OUTPUTS:
+            raise ConfigError(f"output={output!r}: choose one of {OUTPUTS}")
+        self.window, self.output = window, output
+
+    def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
+        x, new_state = self.features(obs, state)
+        for k, (wt, b) in enumerate(self.layers):
+            x = x @ wt.T + b
+            if k < len(self.layers) - 1:
+                x = _relu(x)
+        return _out(x[:, 0], self.output), new_state
+
+
+def _check_shapes(arrays: dict[str, FloatArray], expect: dict[str, tuple[int, ...]]) -> None:
+    for k, shape in expect.items():
+        got = arrays[k].shape
+        if got != shape:
+            raise ConfigError(f"array {k!r} has shape {got}, expected {shape}")
+        if not np.all(np.isfinite(arrays[k])):
+            raise ConfigError(f"array {k!r} contains NaN or inf")
+
+
+# -- files -------------------------------------------------------------------------------
+def save_lstm(path: str | Path, policy: LstmPolicy) -> Path:
+    p = Path(path)
+    arrays: dict[str, Any] = dict(policy.w)
+    np.savez_compressed(p, kind=np.array("lstm"), output=np.array(policy.output), **arrays)
+    return p
+
+
+def save_mlp(path: str | Path, policy: MlpPolicy) -> Path:
+    p = Path(path)
+    arrays: dict[str, Any] = {f"w{k}": w for k, (w, _) in enumerate(policy.layers)}
+    arrays.update({f"b{k}": b for k, (_, b) in enumerate(policy.layers)})
+    np.savez_compressed(p, kind=np.array("mlp"), output=np.array(policy.output),
+             window=np.array(policy.window), **arrays)
+    return p
+
+
+def _load_npz(path: Path) -> Policy:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise PolicyLoadError(f"policy file {path}: not a readable .npz archive ({exc})") from None
+    if "kind" not in data:
+        raise PolicyLoadError(f"policy file {path}: no 'kind' entry (expected 'lstm' or 'mlp')")
+    kind, output = str(data["kind"]), str(data.get("output", "identity"))
+    try:
+        if kind == "lstm":
+            missing = [k for k in LstmPolicy.KEYS if k not in data]
+            if missing:
+                raise ConfigError(f"missing arrays {missing}")
+            return LstmPolicy({k: data[k] for k in LstmPolicy.KEYS}, output)
+        if kind == "mlp":
+            n_layers = sum(1 for k in data if k.startswith("w") and k[1:].isdigit())
+            missing = [f"{c}{k}" for k in range(n_layers) for c in "wb" if f"{c}{k}" not in data]
+            if n_layers == 0 or missing or "window" not in data:
+                raise ConfigError(f"needs window, w0.., b0..; missing {missing or 'layers'}")
+            layers = [(data[f"w{k}"], data[f"b{k}"]) for k in range(n_layers)]
+            return MlpPolicy(layers, int(data["window"]), output)
+    except ConfigError as exc:
+        raise PolicyLoadError(f"policy file {path} ({kind}): {exc}") from None
+    raise PolicyLoadError(f"policy file {path}: unknown kind {kind!r} (expected lstm or mlp)")
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Load a policy by suffix: ``.npz`` (LSTM/MLP) or ``.json`` (trees, p4cc or CatBoost)."""
+    p = Path(path)
+    if not p.is_file():
+        raise PolicyLoadError(f"policy file {p} does not exist")
+    if p.suffix == ".npz":
+        return _load_npz(p)
+    if p.suffix == ".json":
+        from p4cc.hostcc.rlcc_trees import load_tree_policy
+
+        return load_tree_policy(p)
+    raise PolicyLoadError(f"policy file {p}: unsupported suffix {p.suffix!r}; use .npz "
+                          "(LSTM/MLP weights) or .json (tree ensemble)")
+
+
+# -- reference files (made by code; see docs/hostcc-cc.md) ---------------------------------
+def reference_mlp(target: float = 0.064, action_max: float = 1.2) -> MlpPolicy:
+    """Window 2, 4 → 12 → 1: a ≈ 1 + k·δ_t with k = ln(a_max)/target."""
+    k = math.log(action_max) / target
+    w0, b0 = np.zeros((12, 4)), np.zeros(12)
+    w0[0, 2], w0[1, 2] = 1.0, -1.0  # relu(δ_t), relu(−δ_t)
+    w1, b1 = np.zeros((1, 12)), np.array([1.0])
+    w1[0, 0], w1[0, 1] = k, -k
+    return MlpPolicy([(w0, b0), (w1, b1)], window=2)
+
+
+def reference_lstm(target: float = 0.064, action_max: float = 1.2) -> LstmPolicy:
+    """2 → 32 → 16 → LSTM 16 → 1 wired so that a ≈ 1 + k·tanh(tanh(δ_t))."""
+    k = math.log(action_max) / target
+    w = {"fc1_w": np.zeros((32, 2)), "fc1_b": np.zeros(32), "fc2_w": np.zeros((16, 32)),
+         "fc2_b": np.zeros(16), "lstm_w_ih": np.zeros((64, 16)),
+         "lstm_w_hh": np.zeros((64, 16)), "lstm_b": np.zeros(64), "out_w": np.zeros((1, 16)),
+         "out_b": np.array([1.0])}
+    w["fc1_w"][0, 0], w["fc1_w"][1, 0] = 1.0, -1.0
+    w["fc2_w"][0, 0], w["fc2_w"][1, 1] = 1.0, 1.0
+    w["lstm_b"][0:16], w["lstm_b"][16:32], w["lstm_b"][48:64] = 20.0, -20.0, 20.0
+    w["lstm_w_ih"][32, 0], w["lstm_w_ih"][32, 1] = 1.0, -1.0  # cell input g = tanh(δ)
+    w["out_w"][0, 0] = k
+    return LstmPolicy(w)
+
+
+def make_reference_files(directory: str | Path, target: float = 0.064,
+                         action_max: float = 1.2) -> dict[str, Path]:
+    """Write the shipped reference policies (all approximate :class:`ReferencePolicy`)."""
+    from p4cc.hostcc.rlcc_trees import reference_catboost_json, reference_tree_json
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    out = {"lstm": save_lstm(d / "rlcc-lstm-ref.npz", reference_lstm(target, action_max)),
+           "mlp": save_mlp(d / "rlcc-mlp-ref.npz", reference_mlp(target, action_max))}
+    out["trees"] = d / "rlcc-trees-ref.json"
+    out["trees"].write_text(reference_tree_json(target, action_max))
+    out["catboost"] = d / "rlcc-catboost-ref.json"
+    out["catboost"].write_text(reference_catboost_json(target, action_max))
+    return out
+
+
+def data_dir() -> Path:
+    """Where the shipped reference policy files live."""
+    return Path(__file__).resolve().parent / "data"

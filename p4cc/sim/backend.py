@@ -1,0 +1,132 @@
+"""``SimBackend``: p4cc.traffic.backend.Backend played on the simulator.
+
+The same spec, schedule, link events and agents as the BMv2 backend: one agent per
+switch gets that switch's PortTelemetry every ``spec.interval_s`` and returns EcnConfig
+writes, validated and applied to the simulated queues (an agent that raises keeps the
+last valid settings, as on BMv2).  Results go through the RunSink as the run goes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from p4cc.controlplane.agents.base import Agent
+from p4cc.controlplane.agents.static import make_agent
+from p4cc.controlplane.ecn import EcnConfig
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.errors import ConfigError, P4ccError
+from p4cc.sim.config import SimConfig, refuse_unsupported
+from p4cc.sim.engine import Engine
+from p4cc.traffic.spec import OUTPUTS
+
+log = logging.getLogger(__name__)
+
+#: host_cc values the simulator models (``name`` or ``name:variant``).
+SIM_HOST_CC = ("dcqcn", "rlcc")
+
+
+def check_spec(spec: Any) -> None:
+    """Raise ConfigError naming each feature of ``spec`` the simulator cannot honour."""
+    host_cc = str(getattr(spec, "host_cc", "dcqcn"))
+    if host_cc.partition(":")[0] not in SIM_HOST_CC:
+        raise ConfigError(f"host_cc {host_cc!r} needs the bmv2 backend (real kernel "
+                          f"transport); the sim backend models only {list(SIM_HOST_CC)}")
+    outputs = tuple(getattr(spec, "outputs", ()))
+    if "int" in outputs and outputs != tuple(OUTPUTS):
+        raise ConfigError("output 'int' (INT-MD reports) needs the bmv2 backend; the sim "
+                          "backend cannot honour it: remove 'int' from outputs")
+    refuse_unsupported(dict(getattr(spec, "options", {}) or {}))
+
+
+class SimBackend:
+    name = "sim"
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config
+
+    def check(self, spec: Any) -> None:
+        check_spec(spec)
+        spec.topo()  # topology errors surface before the run
+
+    def run(self, spec: Any, schedule: pd.DataFrame, link_events: pd.DataFrame,
+            agent_name: str, sink: Any, progress: Any) -> None:
+        self.check(spec)
+        topo = spec.topo()
+        cc, _, variant = str(spec.host_cc).partition(":")
+        base = self.config or SimConfig()
+        cfg = SimConfig(**{**base.to_dict(), "cc": cc, "seed": int(sink.seed),
+                           "telemetry_interval_s": float(spec.interval_s),
+                           "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
+        agents: dict[str, Agent] = {sw.name: make_agent(agent_name, topo.scale)
+                                    for sw in topo.switches}
+        eng_box: list[Engine] = []
+
+        def on_interval(t: float, recs: list[PortTelemetry]) -> None:
+            sink.telemetry(recs)
+            by_sw: dict[str, dict[int, PortTelemetry]] = {}
+            for r in recs:
+                by_sw.setdefault(r.switch, {})[r.port] = r
+            for sw, obs in by_sw.items():
+                _apply(eng_box[0], sw, agents[sw], obs, sink)
+            if cfg.host_traces:
+                tr = eng_box[0].host_traces()
+                eng_box[0].traces.clear()
+                if len(tr):
+                    sink.hostcc(tr.to_dict("records"))
+            progress(t)
+
+        eng = Engine(topo, schedule, cfg, link_events=_events(link_events),
+                     on_interval=on_interval)
+        eng_box.append(eng)
+        for sw, agent in agents.items():
+            ports = {p: eng.fabric.ecn[(sw, p)] for (s, p) in eng.fabric.keys if s == sw}
+            agent.reset(ports)
+            _apply(eng, sw, agent, {}, sink)
+        sink.log(f"sim backend: dt={eng.dt:g}s interval={eng.interval:g}s cc={cfg.cc} "
+                 f"cc_params={cfg.cc_params} cnp_interval={eng.cnp_interval:g}s")
+        eng.run(float(spec.duration_s))
+        sink.flows(flow_rows(eng))
+
+
+def _events(ev: pd.DataFrame | None) -> pd.DataFrame | None:
+    if ev is None or len(ev) == 0:
+        return None
+    return ev
+
+
+def _apply(eng: Engine, sw: str, agent: Agent, obs: Mapping[int, PortTelemetry],
+           sink: Any) -> None:
+    try:
+        todo = dict(agent.act(obs))
+        for port, setting in todo.items():
+            if not isinstance(setting, EcnConfig):
+                raise ConfigError(f"agent {agent.name} returned {setting!r} for port {port}")
+            setting.validate(int(eng.fabric.buffer_bytes[eng.fabric.port((sw, port))]))
+    except P4ccError as exc:  # fail-safe: keep the last valid thresholds
+        sink.log(f"agent {agent.name} on {sw} failed ({exc}); keeping its last settings")
+        return
+    for port, setting in todo.items():
+        eng.set_ecn((sw, port), setting)
+    if todo:
+        sink.table("agent", [{"t_s": eng.t, "switch": sw, "port": p, "kmin_bytes": s.kmin_bytes,
+                              "kmax_bytes": s.kmax_bytes, "pmax": s.pmax}
+                             for p, s in todo.items()])
+
+
+def flow_rows(eng: Engine) -> list[dict[str, Any]]:
+    """Flow records in p4cc.traffic.backend.FLOW_RECORD_COLUMNS (flows that started)."""
+    df = eng.flow_records()
+    df = df[np.isfinite(df["start_s"])]
+    out = pd.DataFrame({
+        "flow_id": df["flow_id"], "src": df["src"], "dst": df["dst"],
+        "size_bytes": df["size_bytes"], "cls": df["cls"], "tag": df["tag"],
+        "start_s": df["start_s"], "end_s": df["end_s"], "fct_s": df["fct_s"],
+        "bytes_rx": df["bytes_delivered"].round().astype(np.int64),
+        "retransmissions": df["drops_pkts"], "completed": df["completed"],
+        "base_rtt_s": eng.scale.base_rtt_s, "cnps": df["cnps"]})
+    return [{str(k): v for k, v in row.items()} for row in out.to_dict("records")]

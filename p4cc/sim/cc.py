@@ -1,0 +1,224 @@
+"""Congestion-control hooks: the engine's view of the host CC cores, over slots of flows.
+
+The engine keeps flows in a pool of slots (arrays of capacity ``cap``); a hook holds the
+CC state of every slot and is stepped over the whole pool at once.  DCQCN is
+p4cc.hostcc.dcqcn's pure core (no second implementation): CNPs, bytes sent and time
+are fed to ``on_cnp``/``on_bytes_sent``/``advance`` over the slot arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import dcqcn, rlcc, rlcc_policies
+from p4cc.scale import Scale
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class CcHook(Protocol):
+    name: str
+
+    def grow(self, cap: int, t: float) -> None:
+        """Extend the pool to ``cap`` slots (new slots idle)."""
+
+    def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
+        """Start fresh flows in ``slots`` at time ``t``."""
+
+    def on_cnp(self, t: float, mask: BoolArray) -> None: ...
+
+    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None: ...
+
+    def on_sent(self, t: float, nbytes: FloatArray) -> None: ...
+
+    def rate(self, t: float) -> FloatArray:
+        """Advance to ``t`` and return every slot's sending rate (b/s)."""
+        ...
+
+
+class LineRate:
+    """No congestion control: every flow sends at its line rate (a baseline)."""
+
+    name = "line"
+
+    def __init__(self) -> None:
+        self._rate = np.zeros(0)
+
+    def grow(self, cap: int, t: float) -> None:
+        self._rate = np.concatenate([self._rate, np.zeros(cap - len(self._rate))])
+
+    def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
+        self._rate[slots] = line_bps
+
+    def on_cnp(self, t: float, mask: BoolArray) -> None:
+        pass
+
+    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
+        pass
+
+    def on_sent(self, t: float, nbytes: FloatArray) -> None:
+        pass
+
+    def rate(self, t: float) -> FloatArray:
+        return self._rate
+
+
+class DcqcnHook:
+    """DCQCN reaction points of every slot, stepped through p4cc.hostcc.dcqcn."""
+
+    name = "dcqcn"
+
+    def __init__(self, params: dcqcn.DcqcnParams) -> None:
+        self.params = params
+        self.state = dcqcn.init_state(0, params, 0.0)
+        self._fresh = dcqcn.init_state(1, params, 0.0)
+        self._next_change_ns = int(dcqcn.NEVER)
+        self._carry = np.zeros(0)  # fractional bytes not yet reported to the byte counter
+
+    def grow(self, cap: int, t: float) -> None:
+        extra = dcqcn.init_state(cap - self.state.n, self.params, self.state.t)
+        grown = {nm: np.concatenate([getattr(self.state, nm), getattr(extra, nm)])
+                 for nm in dcqcn._ARRAYS}
+        self.state = replace(self.state, **grown)  # type: ignore[arg-type]
+        self._carry = np.concatenate([self._carry, np.zeros(cap - len(self._carry))])
+
+    def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
+        """Fresh flows in ``slots``: the values of ``init_state`` (no CNP seen, no timers),
+        written in place (the state's arrays are private copies made by the core)."""
+        if len(slots) == 0:
+            return
+        for nm in dcqcn._ARRAYS:
+            getattr(self.state, nm)[slots] = getattr(self._fresh, nm)[0]
+        self.state.rc[slots] = line_bps
+        self.state.rt[slots] = line_bps
+        self.state.line[slots] = line_bps
+        self._carry[slots] = 0.0
+
+    def _update(self, state: dcqcn.DcqcnState) -> None:
+        """Keep the state and the time of the next event that can change a rate."""
+        self.state = s = state
+        dec = np.where(s.active & s.dec_cnp, s.next_dec, dcqcn.NEVER).min(initial=dcqcn.NEVER)
+        inc = np.where(s.active, s.next_inc, dcqcn.NEVER).min(initial=dcqcn.NEVER)
+        self._next_change_ns = min(int(dec), int(inc))
+
+    def on_cnp(self, t: float, mask: BoolArray) -> None:
+        if mask.any():
+            self._update(dcqcn.on_cnp(self.state, self.params, t, mask))
+
+    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
+        pass  # DCQCN does not use delay
+
+    def on_sent(self, t: float, nbytes: FloatArray) -> None:
+        if self.params.byte_counter_bytes is None:
+            return
+        total = self._carry + nbytes
+        whole = np.floor(total)
+        self._carry = total - whole
+        self._update(dcqcn.on_bytes_sent(self.state, self.params, t, whole.astype(np.int64)))
+
+    def rate(self, t: float) -> FloatArray:
+        # Rates change only at decrease checks and increase events: until the next one
+        # the core need not run (it processes any later jump exactly, α timers included).
+        if dcqcn.to_ns(t) >= self._next_change_ns:
+            self._update(dcqcn.advance(self.state, self.params, t))
+        return self.state.rc
+
+
+class _External:
+    """A policy whose actions are set from outside before each decision (the gym env)."""
+
+    name = "external"
+
+    def __init__(self) -> None:
+        self.pending = np.ones(0)
+
+    def initial_state(self, n: int) -> tuple[FloatArray, ...]:
+        return ()
+
+    def act(self, obs: FloatArray, state: tuple[FloatArray, ...]
+            ) -> tuple[FloatArray, tuple[FloatArray, ...]]:
+        return self.pending, state
+
+
+class RlccHook:
+    """RL-CC through p4cc.hostcc.rlcc.step: one decision per flow per RTT sample.
+
+    With ``policy=None`` the hook takes no decision by itself: ``decide`` applies actions
+    given from outside (the gym environment), still through ``rlcc.step``.  Inflation is
+    RTT / the scale's base RTT (every path of the built-in topologies has that RTT).
+    """
+
+    name = "rlcc"
+
+    def __init__(self, params: rlcc.RlccParams, policy: rlcc_policies.Policy | None = None
+                 ) -> None:
+        self.params = params
+        self.external = policy is None
+        self.policy: rlcc_policies.Policy = _External() if policy is None else policy
+        self.state = rlcc.init_state(0, params, self.policy)
+
+    def grow(self, cap: int, t: float) -> None:
+        extra = rlcc.init_state(cap - self.state.n, self.params, self.policy)
+        st = self.state
+        self.state = rlcc.RlccState(
+            rate=np.concatenate([st.rate, extra.rate]),
+            prev_action=np.concatenate([st.prev_action, extra.prev_action]),
+            delta=np.concatenate([st.delta, extra.delta]),
+            inflation=np.concatenate([st.inflation, extra.inflation]),
+            policy_state=tuple(np.concatenate([a, b]) for a, b in
+                               zip(st.policy_state, extra.policy_state, strict=True)),
+            decisions=np.concatenate([st.decisions, extra.decisions]))
+
+    def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
+        fresh = rlcc.init_state(len(slots), self.params, self.policy)
+        st = self.state
+        for nm in ("rate", "prev_action", "delta", "inflation", "decisions"):
+            getattr(st, nm)[slots] = getattr(fresh, nm)
+        for a, b in zip(st.policy_state, fresh.policy_state, strict=True):
+            a[slots] = b
+
+    def on_cnp(self, t: float, mask: BoolArray) -> None:
+        pass
+
+    def on_sent(self, t: float, nbytes: FloatArray) -> None:
+        pass
+
+    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
+        if self.external or not mask.any():
+            return
+        infl = rlcc.rtt_inflation(np.nan_to_num(rtt_s, nan=self.params.base_rtt_s),
+                                  self.params.base_rtt_s)
+        self.state = rlcc.step(self.state, self.params, self.policy, infl, mask)
+
+    def decide(self, mask: BoolArray, rtt_s: FloatArray, actions: FloatArray) -> None:
+        """Apply ``actions`` (one per flow in ``mask``, in slot order) through rlcc.step."""
+        assert isinstance(self.policy, _External)
+        self.policy.pending = np.asarray(actions, dtype=np.float64)
+        infl = rlcc.rtt_inflation(np.nan_to_num(rtt_s, nan=self.params.base_rtt_s),
+                                  self.params.base_rtt_s)
+        self.state = rlcc.step(self.state, self.params, self.policy, infl, mask)
+
+    def rate(self, t: float) -> FloatArray:
+        return self.state.rate
+
+
+def make_hook(name: str, scale: Scale, params: str = "hpcc-ns3",
+              policy: rlcc_policies.Policy | None = None) -> CcHook:
+    if name == "line":
+        return LineRate()
+    if name == "dcqcn":
+        return DcqcnHook(dcqcn.dcqcn_params(params, scale.link_rate_bps, scale))
+    if name == "rlcc":
+        pol = policy or (rlcc_policies.ReferencePolicy() if params in ("", "reference",
+                                                                        "hpcc-ns3") else
+                         rlcc_policies.load_policy(params))
+        return RlccHook(rlcc.RlccParams(scale.link_rate_bps, scale.base_rtt_s,
+                                        pkt_bytes=scale.pkt_bytes), pol)
+    raise ConfigError(f"unknown congestion control {name!r}; choose dcqcn, rlcc or line")

@@ -1,0 +1,92 @@
+"""Simulator configuration and the list of fabric features only BMv2 has."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from p4cc.errors import ConfigError
+from p4cc.scale import Scale
+
+#: Paper CNP interval (NP side): 50 µs in the DCQCN paper's code (REFERENCE §2),
+#: scaled by the scale's time factor.
+PAPER_CNP_INTERVAL_S = 50e-6
+
+#: Options of an experiment spec that need the real data plane.  Keys are the option
+#: names the runner passes; values say what the option does, for the refusal message.
+BMV2_ONLY_FEATURES: dict[str, str] = {
+    "int_watchlist": "INT-MD telemetry on selected flows (p4cc's INT over UDP)",
+    "int": "INT-MD telemetry",
+    "int_reports": "INT reports cloned to the CPU port",
+    "pcap": "packet capture on switch interfaces",
+    "capture": "packet capture on switch interfaces",
+    "thrift": "direct Thrift register access",
+    "p4runtime": "direct P4Runtime access",
+    "switch_log": "BMv2 event/console logs",
+    "cpu_port": "packets to/from BMv2's CPU port",
+}
+
+
+def refuse_unsupported(options: Mapping[str, Any], backend: str = "sim") -> None:
+    """Raise ConfigError naming the first enabled option only the BMv2 backend has."""
+    for key, value in options.items():
+        if key in BMV2_ONLY_FEATURES and value not in (None, False, "", 0, (), [], {}):
+            raise ConfigError(
+                f"option {key!r} ({BMV2_ONLY_FEATURES[key]}) needs the bmv2 backend; the "
+                f"{backend} backend cannot honour it: drop the option or run with backend bmv2"
+            )
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the simulator steps; ``None`` fields are derived from the scale."""
+
+    dt_s: float | None = field(
+        default=None, metadata={"help": "time step; default base_rtt/8 (at least 1 pkt time)"})
+    telemetry_interval_s: float | None = field(
+        default=None, metadata={"help": "PortTelemetry interval Δt; default 10 x base RTT "
+                                        "(ACC §3.3: an order of magnitude above the RTT)"})
+    cc: str = field(default="dcqcn", metadata={"help": "dcqcn | rlcc | line (no CC)"})
+    cc_params: str = field(default="hpcc-ns3", metadata={"help": "DCQCN parameter set name"})
+    cnp_interval_s: float | None = field(
+        default=None, metadata={"help": "NP: at most one CNP per flow per interval"})
+    rtt_probe_interval_s: float | None = field(
+        default=None, metadata={"help": "RTT sample period per flow; default base RTT"})
+    elephant_bytes: int | None = field(
+        default=None, metadata={"help": "bytes after which a flow counts as an elephant; "
+                                        "default 1 MB scaled by the BDP"})
+    seed: int = field(default=0, metadata={"help": "RNG seed (marking, CNP draws)"})
+    host_traces: bool = field(default=True, metadata={"help": "record per-flow host traces"})
+    max_hops: int = field(default=8, metadata={"help": "longest path in switch egress queues"})
+
+    def __post_init__(self) -> None:
+        for name in ("dt_s", "telemetry_interval_s", "cnp_interval_s", "rtt_probe_interval_s"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ConfigError(f"SimConfig.{name} must be a positive number or None, got {v!r}")
+        if self.cc not in ("dcqcn", "rlcc", "line"):
+            raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc or line, got {self.cc!r}")
+
+    # -- resolved values -------------------------------------------------------------
+    def dt(self, scale: Scale) -> float:
+        if self.dt_s is not None:
+            return float(self.dt_s)
+        pkt_time = scale.pkt_bytes * 8 / scale.link_rate_bps
+        return max(scale.base_rtt_s / 8, pkt_time)
+
+    def interval(self, scale: Scale) -> float:
+        return float(self.telemetry_interval_s or 10 * scale.base_rtt_s)
+
+    def cnp_interval(self, scale: Scale) -> float:
+        return float(self.cnp_interval_s or scale.time(PAPER_CNP_INTERVAL_S))
+
+    def probe_interval(self, scale: Scale) -> float:
+        return float(self.rtt_probe_interval_s or scale.base_rtt_s)
+
+    def elephant(self, scale: Scale) -> int:
+        return int(self.elephant_bytes or max(scale.pkt_bytes, round(scale.bytes(1_000_000))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,88 @@
+"""Subcommands of the fabric area: ``p4cc doctor``, ``p4cc testbed``, ``p4cc cli``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _reexec_as_root(command: str) -> None:
+    """Not root but passwordless sudo (e.g. the Vagrant box): run the same command as root.
+
+    Mininet needs root; a fabric cannot be built otherwise.  Only when invoked as the
+    ``p4cc`` program with ``command`` on its command line, so library callers and tests
+    are never re-executed.
+    """
+    if os.geteuid() == 0 or command not in sys.argv[1:] or shutil.which("sudo") is None:
+        return
+    if subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode != 0:
+        return  # no passwordless sudo: preflight will say that root is needed
+    print(f"p4cc: {command} needs root; re-running with sudo", file=sys.stderr, flush=True)
+    os.execvp("sudo", ["sudo", "-E", sys.executable, "-m", "p4cc", *sys.argv[1:]])
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from p4cc.doctor import main
+
+    return main()
+
+
+def _testbed(args: argparse.Namespace) -> int:
+    from p4cc.topo.testbed import TestbedConfig, run_testbed
+
+    if args.backend != "sim":
+        _reexec_as_root("testbed")
+    cfg = TestbedConfig(
+        topo=args.topo, scale=args.scale, backend=args.backend,
+        settings=tuple(s.strip() for s in args.settings.split(",") if s.strip()),
+        duration_s=args.duration, interval_s=args.interval, load=args.load,
+        out_dir=Path(args.out) if args.out else None,
+        bmv2_log=args.bmv2_log, pcap=args.pcap,
+    )
+    run_testbed(cfg)
+    return 0
+
+
+def _cli(args: argparse.Namespace) -> int:
+    from p4cc.topo.testbed import run_cli
+
+    _reexec_as_root("cli")
+    run_cli(args.topo, scale=args.scale, interval_s=args.interval)
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("doctor", help="report which tools are present and how to get "
+                              "the missing ones (always exits 0)")
+    p.set_defaults(func=_doctor)
+
+    p = subparsers.add_parser(
+        "testbed", help="bring up a fabric, run an incast under SECN1 then SECN2, print a "
+        "per-port summary (the main job of `make testbed`)")
+    p.add_argument("--topo", default="star,hosts=5", help="topology (see `p4cc topo`); the "
+                   "last host receives, all others send")
+    p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
+    p.add_argument("--backend", choices=("auto", "bmv2", "sim"), default="auto",
+                   help="auto: BMv2 if `p4cc doctor` finds it, else the simulator")
+    p.add_argument("--settings", default="SECN1,SECN2",
+                   help="static ECN settings to run in turn (p4cc.controlplane.ecn)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds per setting")
+    p.add_argument("--interval", type=float, default=0.5, help="telemetry poll interval (s)")
+    p.add_argument("--load", type=float, default=1.5,
+                   help="offered load at the bottleneck, as a multiple of its link rate")
+    p.add_argument("--out", default=None, help="output directory (default runs/testbed-<time>)")
+    p.add_argument("--bmv2-log", action="store_true", help="BMv2 packet log (slow)")
+    p.add_argument("--pcap", action="store_true", help="pcap per switch port (slow)")
+    p.set_defaults(func=_testbed)
+
+    p = subparsers.add_parser("cli", help="Mininet CLI on a fabric with the control plane "
+                              "running (extra commands: telemetry, ecn)")
+    p.add_argument("--topo", default="star,hosts=5", help="topology (see `p4cc topo`)")
+    p.add_argument("--scale", default="testbed", help="scale preset")
+    p.add_argument("--interval", type=float, default=0.5, help="telemetry poll interval (s)")
+    p.set_defaults(func=_cli)

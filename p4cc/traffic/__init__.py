@@ -1,0 +1,1 @@
+"""Workloads, the experiment spec and runner, the run store, analysis and reports."""

@@ -1,0 +1,94 @@
+"""What the runner calls: the backend protocol, the sink backends write through, a registry.
+
+A backend plays one (spec, seed, agent variant): it starts the fabric (BMv2 + Mininet, or
+the simulator), runs ``agent_name`` on every switch with interval ``spec.interval_s``,
+plays the schedule (``p4cc.traffic.workloads.SCHEDULE_COLUMNS``; ``after`` = start when
+that flow completes, ``cls == "bulk"`` = iperf3 until ``stop_s``) and the link events
+(``p4cc.traffic.phases.LINK_EVENT_COLUMNS``), and writes what it measures through the
+sink *as it goes* so that an interrupted run keeps its data.  It must stop everything it
+started before ``run`` returns or raises.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import pandas as pd
+
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.errors import ConfigError
+from p4cc.traffic.spec import ExperimentSpec
+
+#: Per-flow records (``RunSink.flows``): one row per scheduled flow that started.
+#: ``fct_s`` = end_s - start_s (NaN if not completed); ``bytes_rx`` application bytes
+#: delivered; ``base_rtt_s`` optional (the analysis falls back to the scale's RTT).
+FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",
+                       "end_s", "fct_s", "bytes_rx", "retransmissions", "completed"]
+
+#: backend name -> "module:Class" (imported only when asked for).
+BACKENDS = {
+    "sim": "p4cc.sim.backend:SimBackend",
+    "bmv2": "p4cc.traffic.bmv2_backend:Bmv2Backend",
+    "replay": "p4cc.traffic.testing:ReplayBackend",
+}
+
+Progress = Callable[[float], None]  # called with the run time reached, seconds
+
+
+@runtime_checkable
+class RunSink(Protocol):
+    """Where a backend writes results (implemented by ``p4cc.traffic.store.RunWriter``).
+    Every call appends to disk immediately."""
+
+    path: Path
+    seed: int
+
+    def telemetry(self, records: Iterable[PortTelemetry]) -> None: ...
+
+    def flows(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
+
+    def hostcc(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Host CC traces: t_s, host, flow_id, rate_bps, plus algorithm state columns."""
+
+    def int_reports(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Decoded INT reports: t_s, switch, flow_id, hop fields."""
+
+    def table(self, name: str, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Any other append-only table (e.g. ``bulk`` iperf3 results, ``agent`` actions)."""
+
+    def log(self, message: str) -> None: ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    name: str
+
+    def check(self, spec: ExperimentSpec) -> None:
+        """Raise ConfigError naming the unsupported feature and this backend, or a
+        ToolMissingError, before anything starts."""
+
+    def run(self, spec: ExperimentSpec, schedule: pd.DataFrame, link_events: pd.DataFrame,
+            agent_name: str, sink: RunSink, progress: Progress) -> None: ...
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate a backend by name, importing its module only now."""
+    target = BACKENDS.get(name)
+    if target is None:
+        raise ConfigError(f"unknown backend {name!r}; choose one of {sorted(BACKENDS)}")
+    module_name, _, cls_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        cls = getattr(module, cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(
+            f"backend {name!r} is not available: cannot import {target} ({exc}); "
+            f"choose another backend with --backend"
+        ) from None
+    backend = cls()
+    if not isinstance(backend, Backend):
+        raise ConfigError(f"{target} does not implement p4cc.traffic.backend.Backend")
+    return backend

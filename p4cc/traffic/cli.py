@@ -1,0 +1,49 @@
+"""``p4cc run SPEC.yaml`` and ``p4cc report RUN...``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from p4cc.traffic.spec import BACKENDS
+
+
+def _run(args: argparse.Namespace) -> int:
+    from p4cc.traffic.runner import run_spec
+    from p4cc.traffic.spec import load_spec
+
+    spec = load_spec(args.spec)  # ConfigError -> exit 2 with the message (p4cc.cli)
+    if args.check:
+        print(f"{args.spec}: ok ({len(spec.agents)} variant(s) x {len(spec.seeds)} seed(s), "
+              f"backend {args.backend or spec.backend})")
+        return 0
+    paths = run_spec(spec, backend=args.backend, out=args.out, runs_root=args.runs)
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from p4cc.traffic.report import report
+
+    print(report(args.runs, out=args.out, baseline=args.baseline))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="run an experiment spec (all agent variants)")
+    p.add_argument("spec", help="experiment YAML (see examples/ and docs/traffic.md)")
+    p.add_argument("--backend", choices=BACKENDS, help="override the spec's backend")
+    p.add_argument("--out", help="output directory (default: RUNS/<name>)")
+    p.add_argument("--runs", default="runs", help="root of run directories (default: runs)")
+    p.add_argument("--check", action="store_true",
+                   help="only validate the spec and exit")
+    p.set_defaults(func=_run)
+
+    p = subparsers.add_parser("report", help="tables, plots and a Markdown report of runs")
+    p.add_argument("runs", nargs="+", help="run directories (runs/<name>/<variant>) or "
+                                           "experiment directories (runs/<name>)")
+    p.add_argument("--out", help="report directory (default: <experiment dir>/report)")
+    p.add_argument("--baseline", help="run label the others are normalised to "
+                                      "(default: the first)")
+    p.set_defaults(func=_report)

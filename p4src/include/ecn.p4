@@ -1,0 +1,86 @@
+/* p4cc data plane, egress: RED/ECN marking and the per-port tx/marked counters.
+ *
+ * Marking rule (docs/architecture.md, RED as in DCQCN/ACC's switch model; REFERENCE §2):
+ * an ECT(0)/ECT(1) packet seen at queue depth q (enq_qdepth, PACKETS) is CE-marked
+ *     always           if q >= kmax
+ *     with probability pmax * (q - kmin) / (kmax - kmin)   if kmin <= q < kmax
+ *     never            if q < kmin.
+ * BMv2 has no division at run time worth using, so the probabilistic branch draws
+ * u uniform in [0, PMAX_ONE) and marks iff
+ *     u * (kmax - kmin) < pmax_scaled * (q - kmin),     pmax_scaled = round(pmax*65535).
+ * Both products are < 2^16 * 2^19 = 2^35 and are computed in 48 bits, so nothing
+ * overflows.  P(mark) = ceil(pmax_scaled*(q-kmin)/(kmax-kmin)) / 65535, which is the RED
+ * line to within 1/65535 (plus the Pmax rounding of 1/131070); docs/dataplane.md.
+ * Non-ECT packets are never marked (and never dropped here: the queue tail-drops).
+ */
+#ifndef P4CC_ECN_P4
+#define P4CC_ECN_P4
+
+const bit<48> RED_U_MAX = 65534;   // random() bounds are inclusive: u in [0, 65534]
+
+control Ecn(inout headers_t hdr,
+            inout metadata_t meta,
+            inout standard_metadata_t standard_metadata) {
+
+    /* Packets and bytes sent by each egress port. */
+    counter(MAX_PORTS, CounterType.packets_and_bytes) port_tx;
+    /* CE packets and bytes sent by each egress port (marked here or upstream). */
+    counter(MAX_PORTS, CounterType.packets_and_bytes) port_marked;
+
+    /* Thresholds are action parameters of the per-(port, queue) entry so the control
+     * plane retunes them with one P4Runtime MODIFY (REFERENCE §1). */
+    action set_ecn(qdepth_t kmin, qdepth_t kmax, pmax_t pmax) {
+        meta.ecn_enabled = 1;
+        meta.ecn_kmin = kmin;
+        meta.ecn_kmax = kmax;
+        meta.ecn_pmax = pmax;
+    }
+
+    table ecn_config {
+        key = {
+            standard_metadata.egress_port: exact;
+            /* Control-plane name as in docs/architecture.md although the field lives
+             * in user metadata (see metadata_t.qid). */
+            meta.qid:             exact @name("standard_metadata.qid");
+        }
+        actions = { set_ecn; NoAction; }
+        default_action = NoAction();     // no entry: no marking
+        size = 512;
+    }
+
+    action mark_ce() {
+        hdr.ipv4.ecn = ECN_CE;
+    }
+
+    apply {
+        meta.qid = (bit<5>)standard_metadata.priority;
+        if (hdr.ipv4.isValid() &&
+                (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1)) {
+            ecn_config.apply();
+            if (meta.ecn_enabled == 1) {
+                qdepth_t q = standard_metadata.enq_qdepth;
+                if (q >= meta.ecn_kmax) {
+                    mark_ce();
+                } else if (q >= meta.ecn_kmin) {
+                    bit<48> u;
+                    /* random() takes run-time bounds on BMv2 (REFERENCE §1). */
+                    random(u, (bit<48>)0, RED_U_MAX);
+                    bit<48> lhs = u * (bit<48>)(meta.ecn_kmax - meta.ecn_kmin);
+                    bit<48> rhs = (bit<48>)meta.ecn_pmax * (bit<48>)(q - meta.ecn_kmin);
+                    if (lhs < rhs) {
+                        mark_ce();
+                    }
+                }
+            }
+        }
+
+        if (standard_metadata.egress_port <= MAX_PORT_INDEX) {
+            port_tx.count((bit<32>)standard_metadata.egress_port);
+            if (hdr.ipv4.isValid() && hdr.ipv4.ecn == ECN_CE) {
+                port_marked.count((bit<32>)standard_metadata.egress_port);
+            }
+        }
+    }
+}
+
+#endif  // P4CC_ECN_P4

@@ -1,0 +1,246 @@
+/* p4cc data plane, egress: INT source insertion, hop records, sink, and report.
+ *
+ * Source (meta.int_source from int_watchlist): insert shim + metadata after UDP, DSCP
+ *   becomes DSCP_INT (the old DSCP goes into shim.orig_dscp).
+ * Every switch (the source included): push a 24-byte hop record at the front of the
+ *   stack unless md.hop_count has reached md.max_hops (then md.e = 1).
+ * Sink (egress port in int_sink): E2E-clone the packet to INT_REPORT_SESSION (the
+ *   control plane points it at CPU_PORT) as the INT report, then strip the INT stack
+ *   from the original and insert the 8-byte summary; DSCP becomes DSCP_INT_SUMMARY.
+ *
+ * Target quirk that shapes the sink (BMv2 simple_switch.cpp, egress_thread): an egress
+ * clone is copied from the packet's state at the END of the egress pipeline, i.e. after
+ * the strip, and PHV::copy_headers copies only VALID headers (a later setValid() zeroes
+ * the fields).  So before stripping, the sink saves the INT stack into metadata
+ * preserved by clone_preserving_field_list (meta.int_saved, @field_list INT_REPORT_FL);
+ * the clone's own egress pass (instance_type PKT_INSTANCE_EGRESS_CLONE) rebuilds the
+ * shim, metadata header and hop records from it and prepends the packet_in header.
+ * The report is thus the packet as it would have left the sink with INT (DSCP_INT,
+ * lengths restored, UDP checksum 0), the sink's own hop record first.
+ *
+ * Lengths: IPv4 total_len and UDP length follow every insert/strip; UDP checksum is set
+ * to 0 (no checksum, RFC 768, allowed over IPv4); the IPv4 checksum is recomputed in
+ * the deparser.  The IPv4 ICRC of RoCEv2 is not maintained (p4cc hosts do not check it).
+ */
+#ifndef P4CC_INT_P4
+#define P4CC_INT_P4
+
+/* Pack/unpack a hop record as 192 bits in wire order (int_hop_t). */
+#define INT_PACK_HOP(h) ((h).switch_id ++ (h).ingress_port ++ (h).egress_port ++ \
+                         (h).hop_latency ++ (h).qdepth ++ (h).egress_ts ++ (h).sojourn)
+
+#define INT_SAVE_HOP(i) meta.int_saved.hop##i = INT_PACK_HOP(hdr.int_hops[i]);
+
+#define INT_RESTORE_HOP(i)                                                  \
+    if (meta.int_saved.hop_count > i) {                                     \
+        hdr.int_hops[i].setValid();                                         \
+        hdr.int_hops[i].switch_id    = meta.int_saved.hop##i[191:160];      \
+        hdr.int_hops[i].ingress_port = meta.int_saved.hop##i[159:144];      \
+        hdr.int_hops[i].egress_port  = meta.int_saved.hop##i[143:128];      \
+        hdr.int_hops[i].hop_latency  = meta.int_saved.hop##i[127:96];       \
+        hdr.int_hops[i].qdepth       = meta.int_saved.hop##i[95:64];        \
+        hdr.int_hops[i].egress_ts    = meta.int_saved.hop##i[63:32];        \
+        hdr.int_hops[i].sojourn      = meta.int_saved.hop##i[31:0];         \
+    }
+
+/* Sum of latencies and max depth over the valid records. */
+#define INT_ACC_HOP(i)                                                      \
+    if (hdr.int_hops[i].isValid()) {                                        \
+        path_latency = path_latency + hdr.int_hops[i].hop_latency;          \
+        if (hdr.int_hops[i].qdepth > max_qdepth) {                          \
+            max_qdepth = hdr.int_hops[i].qdepth;                            \
+        }                                                                   \
+    }
+
+control IntEgress(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+
+    bit<1> is_sink = 0;
+
+    action int_sink_port() {
+        is_sink = 1;
+    }
+
+    /* Ports that lead to a host: the INT stack ends here. */
+    table int_sink {
+        key = { standard_metadata.egress_port: exact; }
+        actions = { int_sink_port; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    action insert_int() {
+        hdr.int_shim.setValid();
+        hdr.int_shim.int_type = INT_TYPE_P4CC;
+        hdr.int_shim.rsvd0 = 0;
+        hdr.int_shim.length = INT_SHIM_MD_WORDS;
+        hdr.int_shim.rsvd1 = 0;
+        hdr.int_shim.orig_dscp = hdr.ipv4.dscp;
+        hdr.int_shim.rsvd2 = 0;
+        hdr.int_md.setValid();
+        hdr.int_md.version = INT_VERSION;
+        hdr.int_md.e = 0;
+        hdr.int_md.rsvd0 = 0;
+        hdr.int_md.hop_count = 0;
+        hdr.int_md.max_hops = meta.int_max_hops;
+        hdr.int_md.hop_words = INT_HOP_WORDS;
+        hdr.int_md.instructions = INT_INSTRUCTIONS;
+        hdr.int_md.rsvd1 = 0;
+        hdr.ipv4.dscp = DSCP_INT;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + INT_SHIM_MD_BYTES;
+        hdr.udp.length = hdr.udp.length + INT_SHIM_MD_BYTES;
+        hdr.udp.checksum = 0;
+    }
+
+    action push_hop() {
+        hdr.int_hops.push_front(1);
+        hdr.int_hops[0].setValid();
+        hdr.int_hops[0].switch_id = meta.switch_id;
+        hdr.int_hops[0].ingress_port = (bit<16>)standard_metadata.ingress_port;
+        hdr.int_hops[0].egress_port = (bit<16>)standard_metadata.egress_port;
+        hdr.int_hops[0].hop_latency =
+            (bit<32>)(standard_metadata.egress_global_timestamp - standard_metadata.ingress_global_timestamp);
+        hdr.int_hops[0].qdepth = (bit<32>)standard_metadata.enq_qdepth;
+        hdr.int_hops[0].egress_ts = (bit<32>)standard_metadata.egress_global_timestamp;
+        hdr.int_hops[0].sojourn = standard_metadata.deq_timedelta;
+        hdr.int_md.hop_count = hdr.int_md.hop_count + 1;
+        hdr.int_shim.length = hdr.int_shim.length + INT_HOP_WORDS;
+        hdr.ipv4.total_len = hdr.ipv4.total_len + INT_HOP_BYTES;
+        hdr.udp.length = hdr.udp.length + INT_HOP_BYTES;
+        hdr.udp.checksum = 0;
+    }
+
+    action save_for_report() {
+        meta.int_saved.ingress_port = (bit<16>)standard_metadata.ingress_port;
+        meta.int_saved.egress_port = (bit<16>)standard_metadata.egress_port;
+        meta.int_saved.switch_id = meta.switch_id;
+        meta.int_saved.orig_dscp = hdr.int_shim.orig_dscp;
+        meta.int_saved.hop_count = hdr.int_md.hop_count;
+        meta.int_saved.max_hops = hdr.int_md.max_hops;
+        meta.int_saved.e = hdr.int_md.e;
+        INT_SAVE_HOP(0)
+        INT_SAVE_HOP(1)
+        INT_SAVE_HOP(2)
+        INT_SAVE_HOP(3)
+        INT_SAVE_HOP(4)
+        INT_SAVE_HOP(5)
+        INT_SAVE_HOP(6)
+        INT_SAVE_HOP(7)
+    }
+
+    apply {
+        bool pushed = false;
+        if (!hdr.udp.isValid()) {
+            return;
+        }
+        if (meta.int_source == 1 && meta.int_max_hops > 0 && !hdr.int_shim.isValid()) {
+            insert_int();
+        }
+        if (!hdr.int_shim.isValid()) {
+            return;
+        }
+
+        if (hdr.int_md.hop_count < hdr.int_md.max_hops &&
+                hdr.int_md.hop_count < INT_MAX_HOPS_B) {
+            push_hop();
+            pushed = true;
+        } else {
+            hdr.int_md.e = 1;
+        }
+
+        int_sink.apply();
+        if (is_sink == 0) {
+            return;
+        }
+
+        /* Summary over the stack; the local hop is included even when it could not be
+         * pushed (max hops reached). */
+        bit<32> path_latency = 0;
+        bit<32> max_qdepth = 0;
+        INT_ACC_HOP(0)
+        INT_ACC_HOP(1)
+        INT_ACC_HOP(2)
+        INT_ACC_HOP(3)
+        INT_ACC_HOP(4)
+        INT_ACC_HOP(5)
+        INT_ACC_HOP(6)
+        INT_ACC_HOP(7)
+        if (!pushed) {
+            path_latency = path_latency + (bit<32>)(standard_metadata.egress_global_timestamp -
+                                                    standard_metadata.ingress_global_timestamp);
+            if ((bit<32>)standard_metadata.enq_qdepth > max_qdepth) {
+                max_qdepth = (bit<32>)standard_metadata.enq_qdepth;
+            }
+        }
+
+        save_for_report();
+        clone_preserving_field_list(CloneType.E2E, INT_REPORT_SESSION, INT_REPORT_FL);
+
+        /* Strip: shim + metadata + hop_count records out, summary in. */
+        bit<16> int_bytes = INT_SHIM_MD_BYTES +
+                            (bit<16>)hdr.int_md.hop_count * INT_HOP_BYTES;
+        hdr.int_summary.setValid();
+        hdr.int_summary.hop_count = hdr.int_md.hop_count;
+        hdr.int_summary.max_qdepth = max_qdepth[23:0];   // enq_qdepth is 19 bits
+        hdr.int_summary.path_latency = path_latency;
+        hdr.int_shim.setInvalid();
+        hdr.int_md.setInvalid();
+        hdr.int_hops.pop_front(INT_MAX_HOPS);
+        hdr.ipv4.dscp = DSCP_INT_SUMMARY;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes + INT_SUMMARY_BYTES;
+        hdr.udp.length = hdr.udp.length - int_bytes + INT_SUMMARY_BYTES;
+        hdr.udp.checksum = 0;
+    }
+}
+
+/* The clone's egress pass at CPU_PORT: rebuild the INT stack from meta.int_saved and
+ * prepend the packet_in header (see the quirk above). */
+control IntReport(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = meta.int_saved.ingress_port;
+        hdr.packet_in.egress_port = meta.int_saved.egress_port;
+        hdr.packet_in.switch_id = meta.int_saved.switch_id;
+        hdr.packet_in.reason = PACKET_IN_REASON_INT_REPORT;
+        hdr.packet_in.rsvd = 0;
+        if (!hdr.int_summary.isValid()) {
+            return;   // not a sink clone; nothing to rebuild
+        }
+        bit<16> int_bytes = INT_SHIM_MD_BYTES +
+                            (bit<16>)meta.int_saved.hop_count * INT_HOP_BYTES;
+        hdr.int_summary.setInvalid();
+        hdr.int_shim.setValid();
+        hdr.int_shim.int_type = INT_TYPE_P4CC;
+        hdr.int_shim.rsvd0 = 0;
+        hdr.int_shim.length = (bit<8>)(int_bytes >> 2);
+        hdr.int_shim.rsvd1 = 0;
+        hdr.int_shim.orig_dscp = meta.int_saved.orig_dscp;
+        hdr.int_shim.rsvd2 = 0;
+        hdr.int_md.setValid();
+        hdr.int_md.version = INT_VERSION;
+        hdr.int_md.e = meta.int_saved.e;
+        hdr.int_md.rsvd0 = 0;
+        hdr.int_md.hop_count = meta.int_saved.hop_count;
+        hdr.int_md.max_hops = meta.int_saved.max_hops;
+        hdr.int_md.hop_words = INT_HOP_WORDS;
+        hdr.int_md.instructions = INT_INSTRUCTIONS;
+        hdr.int_md.rsvd1 = 0;
+        INT_RESTORE_HOP(0)
+        INT_RESTORE_HOP(1)
+        INT_RESTORE_HOP(2)
+        INT_RESTORE_HOP(3)
+        INT_RESTORE_HOP(4)
+        INT_RESTORE_HOP(5)
+        INT_RESTORE_HOP(6)
+        INT_RESTORE_HOP(7)
+        hdr.ipv4.dscp = DSCP_INT;
+        hdr.ipv4.total_len = hdr.ipv4.total_len - INT_SUMMARY_BYTES + int_bytes;
+        hdr.udp.length = hdr.udp.length - INT_SUMMARY_BYTES + int_bytes;
+        hdr.udp.checksum = 0;
+    }
+}
+
+#endif  // P4CC_INT_P4

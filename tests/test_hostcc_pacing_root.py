@@ -1,0 +1,275 @@
+"""HTB pacing and the transport over a veth pair between two namespaces (root, no BMv2).
+
+Namespaces ``p4cch-<pid>a`` / ``p4cch-<pid>b`` with veth ``p4cch<pid>a``/``...b``;
+10.77.0.1 (sender) and 10.77.0.2 (receiver).  Loss is injected by the receiver's
+``drop_prob`` test option (netem is not available in this kernel).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from p4cc.hostcc import wire
+from p4cc.hostcc.flow import FlowSpec
+from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
+from p4cc.hostcc.receiver import Receiver, ReceiverConfig
+from p4cc.hostcc.sender import Sender, SenderConfig
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root for netns/veth/tc"),
+    pytest.mark.skipif(shutil.which("ip") is None, reason="needs iproute2 `ip`"),
+]
+
+T = TypeVar("T")
+TX_IP, RX_IP = "10.77.0.1", "10.77.0.2"
+FRAME_OVERHEAD = wire.data_overhead() + wire.ETH_LEN
+
+
+class Fixed:
+    """Test-only fixed-rate controller (RateController protocol)."""
+
+    def __init__(self, bps: float) -> None:
+        self.bps = bps
+
+    def on_cnp(self, t: float) -> None: ...
+    def on_rtt_sample(self, t: float, rtt_s: float, q: int | None) -> None: ...
+    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
+    def on_nack(self, t: float) -> None: ...
+
+    def rate_bps(self, t: float) -> float:
+        return self.bps
+
+    def trace(self, t: float) -> dict[str, Any]:
+        return {}
+
+
+class Net:
+    def __init__(self) -> None:
+        tag = os.getpid() % 100000
+        self.a, self.b = f"p4cch-{tag}a", f"p4cch-{tag}b"
+        self.va, self.vb = f"p4cch{tag}a", f"p4cch{tag}b"
+
+    def ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+
+    def up(self) -> None:
+        self.ip("netns", "add", self.a)
+        self.ip("netns", "add", self.b)
+        self.ip("-n", self.a, "link", "add", self.va, "type", "veth", "peer", "name", self.vb,
+                "netns", self.b)
+        for ns, dev, addr in ((self.a, self.va, TX_IP), (self.b, self.vb, RX_IP)):
+            self.ip("-n", ns, "addr", "add", f"{addr}/24", "dev", dev)
+            self.ip("-n", ns, "link", "set", dev, "up")
+            self.ip("-n", ns, "link", "set", "lo", "up")
+
+    def down(self) -> None:
+        for ns in (self.a, self.b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+    def qdiscs(self) -> str:
+        return subprocess.run(["ip", "netns", "exec", self.a, "tc", "qdisc", "show", "dev",
+                               self.va], capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def net() -> Iterator[Net]:
+    n = Net()
+    n.down()
+    n.up()
+    try:
+        yield n
+        assert "htb" not in n.qdiscs(), "HTB qdisc left behind"
+    finally:
+        n.down()
+
+
+def in_netns(ns: str, fn: Callable[[], T]) -> T:
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            enter_netns(ns)
+            box.append((True, fn()))
+        except BaseException as exc:
+            box.append((False, exc))
+
+    th = threading.Thread(target=run)
+    th.start()
+    th.join()
+    ok, val = box[0]
+    if not ok:
+        raise val
+    return val
+
+
+def wait_for(cond: Callable[[], bool], timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return cond()
+
+
+def rx_frame_bytes(rec: dict[str, Any]) -> int:
+    return int(rec["rx_bytes"]) + int(rec["rx_pkts"]) * FRAME_OVERHEAD
+
+
+def start_pair(net: Net, rates: list[float], size: int, drop: float = 0.0
+               ) -> tuple[Receiver, Sender]:
+    rx = Receiver(ReceiverConfig(drop_prob=drop, seed=3, nack_interval_s=0.005),
+                  netns=net.b).start()
+    specs = [FlowSpec(RX_IP, size) for _ in rates]
+    it = iter(rates)
+    tx = Sender(specs, lambda _s: Fixed(next(it)),
+                SenderConfig(dev=net.va, netns=net.a, rto_s=0.05, probe_interval_s=0.01)
+                ).start()
+    return rx, tx
+
+
+def measure(rx: Receiver, warm: float, window: float) -> dict[tuple[str, int], float]:
+    time.sleep(warm)  # measurement window, not a wait for a condition
+    r0 = {(r["src"], r["sport"]): (time.monotonic(), rx_frame_bytes(r)) for r in rx.records()}
+    time.sleep(window)
+    out = {}
+    for r in rx.records():
+        k = (r["src"], r["sport"])
+        if k in r0:
+            t0, b0 = r0[k]
+            out[k] = (rx_frame_bytes(r) - b0) * 8 / (time.monotonic() - t0)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rate", [1e6, 5e6, 20e6])
+def test_pacing_accuracy(net: Net, rate: float) -> None:
+    rx, tx = start_pair(net, [rate], int(rate * 10 / 8))
+    try:
+        got = measure(rx, 0.5, 5.0)
+    finally:
+        tx.stop()
+        rx.stop()
+    (measured,) = got.values()
+    assert abs(measured - rate) / rate < 0.05, f"paced {measured:.0f} b/s for {rate:.0f}"
+    assert tx.error is None
+
+
+@pytest.mark.slow
+def test_ten_flows_share_in_proportion(net: Net) -> None:
+    rates = [0.5e6 * (i + 1) for i in range(10)]
+    rx, tx = start_pair(net, rates, 10_000_000)
+    try:
+        assert wait_for(lambda: len(rx.records()) == 10, 5.0)
+        got = measure(rx, 0.5, 3.0)
+        ports = {s.getsockname()[1]: f.ctl.rate_bps(0) for f, s in tx.flows}
+    finally:
+        tx.stop()
+        rx.stop()
+    for (_src, sport), measured in got.items():
+        want = ports[sport]
+        assert abs(measured - want) / want < 0.1, f"flow {sport}: {measured:.0f} vs {want:.0f}"
+
+
+def test_flow_completes_under_one_percent_loss(net: Net) -> None:
+    rx, tx = start_pair(net, [10e6], 400_000, drop=0.01)
+    try:
+        assert tx.wait(20.0), "flow did not complete"
+    finally:
+        tx.stop()
+        rx.stop()
+    rec = tx.records()[0]
+    (rrec,) = rx.records()
+    assert rec["completed"] and rrec["rx_bytes"] == 400_000
+    assert rrec["injected_drops"] > 0 and rec["retx_bytes"] > 0
+    assert tx.pacer_stats["errors"] == 0
+
+
+def test_cnp_interval_and_probe_reply(net: Net) -> None:
+    from scapy.all import Raw
+
+    from p4cc.packets import transport as tp
+
+    interval = 0.05
+    rx = Receiver(ReceiverConfig(cnp_interval_s=interval), netns=net.b).start()
+    sock = in_netns(net.a, lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    try:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x03)  # CE
+        sock.connect((RX_IP, 4791))
+        sock.settimeout(2.0)
+        probe = bytes(tp.BTH(opcode=tp.OP_PROBE, dqpn=1) / tp.P4ccProbe(seq=1, t_send_ns=5))
+        sock.send(probe)
+        reply = wire.decode_probe(sock.recv(2048))
+        assert reply.seq == 1 and reply.t_send_ns == 5
+        sock.setblocking(False)
+        cnp_times: list[float] = []
+        t_end = time.monotonic() + 1.0
+        psn = 0
+        while time.monotonic() < t_end:
+            pkt = tp.BTH(opcode=tp.OP_DATA, dqpn=1, psn=psn) / tp.P4ccData(
+                msg_len=10_000_000) / Raw(bytes(500))
+            sock.send(bytes(pkt))
+            psn += 1
+            deadline = time.monotonic() + 0.001
+            while time.monotonic() < deadline:
+                try:
+                    buf = sock.recv(2048)
+                except BlockingIOError:
+                    continue
+                if wire.decode_bth(buf).opcode == wire.OP_CNP:
+                    cnp_times.append(time.monotonic())
+    finally:
+        sock.close()
+        recs = rx.stop()
+    gaps = [b - a for a, b in itertools.pairwise(cnp_times)]
+    assert recs[0]["ce_pkts"] > 100
+    assert 15 <= len(cnp_times) <= 21, cnp_times
+    assert min(gaps) >= interval * 0.9
+
+
+def test_pacer_teardown_removes_only_its_qdisc(net: Net) -> None:
+    p = HtbPacer(PacerConfig(dev=net.va, netns=net.a)).start()
+    p.add_flow(30000, 1e6)
+    assert "htb cc:" in net.qdiscs()
+    p.close()
+    assert "htb" not in net.qdiscs()
+    # a foreign root qdisc is refused, not replaced
+    subprocess.run(["ip", "netns", "exec", net.a, "tc", "qdisc", "add", "dev", net.va, "root",
+                    "handle", "1:", "htb"], check=True)
+    with pytest.raises(Exception, match="already has a root qdisc"):
+        HtbPacer(PacerConfig(dev=net.va, netns=net.a)).start()
+    assert "htb 1:" in net.qdiscs()
+    subprocess.run(["ip", "netns", "exec", net.a, "tc", "qdisc", "del", "dev", net.va, "root"],
+                   check=True)
+
+
+def test_cli_sigterm_cleans_up(net: Net) -> None:
+    pytest.importorskip("p4cc.hostcc.cc", reason="CC cores (p4cc.hostcc.cc) not installed")
+    rx = Receiver(ReceiverConfig(), netns=net.b).start()
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", net.a, sys.executable, "-m", "p4cc", "host", "send",
+         "--dst", RX_IP, "--size", "50000000", "--cc", "fixed:2000000", "--dev", net.va],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: "htb cc:" in net.qdiscs(), 30.0), "sender never set up HTB"
+        assert wait_for(lambda: bool(rx.records()), 10.0)
+        proc.terminate()
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        rx.stop()
+    assert proc.returncode == 130, err
+    assert '"completed": false' in out
+    assert "htb" not in net.qdiscs()

@@ -1,0 +1,110 @@
+"""RL-CC core: signals, δ, reward, the vectorized step, and the reference policy."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import rlcc
+from p4cc.hostcc.rlcc_policies import ReferencePolicy, data_dir, load_policy
+
+P = rlcc.RlccParams(line_rate_bps=10e6, base_rtt_s=2e-3)
+
+
+def test_inflation_signals_on_hand_values() -> None:
+    assert rlcc.rtt_inflation(3e-3, 2e-3) == pytest.approx(1.5)
+    # 10 packets of 1000 B = 80 kbit; base-RTT·line = 2 ms · 10 Mb/s = 20 kbit -> 1 + 4
+    assert rlcc.qdepth_inflation(10, 1000, 10e6, 2e-3) == pytest.approx(5.0)
+    assert rlcc.qdepth_inflation(0, 1000, 10e6, 2e-3) == pytest.approx(1.0)
+    q = rlcc.RlccParams(line_rate_bps=10e6, base_rtt_s=2e-3, signal="qdepth")
+    assert rlcc.inflation_from(q, 3e-3, 10) == pytest.approx(5.0)
+    assert rlcc.inflation_from(q, 3e-3, None) == pytest.approx(1.5)  # no INT: RTT
+    assert rlcc.inflation_from(P, 3e-3, 10) == pytest.approx(1.5)
+    with pytest.raises(ConfigError):
+        rlcc.inflation_from(P, None, None)
+
+
+def test_delta_and_reward_on_hand_values() -> None:
+    # inflation 3.5, rate 1/4 of line: δ = 0.064 − (3.5 − 1.5)·0.5 = −0.936
+    assert rlcc.compute_delta(3.5, 0.25, 0.064, 1.5) == pytest.approx(-0.936)
+    assert rlcc.reward(3.5, 0.25, 0.064, 1.5) == pytest.approx(-(0.936**2))
+    # below the tolerance β the penalty term vanishes: δ = target
+    assert rlcc.compute_delta(1.2, 1.0, 0.064, 1.5) == pytest.approx(0.064)
+    assert rlcc.reward(1.2, 1.0, 0.064, 1.5) == pytest.approx(-(0.064**2))
+    # the fixed point: inflation = target/√rate + β gives δ = 0, reward 0 (its maximum)
+    infl = 0.064 / math.sqrt(0.16) + 1.5
+    assert rlcc.compute_delta(infl, 0.16, 0.064, 1.5) == pytest.approx(0.0, abs=1e-12)
+    assert rlcc.reward(infl, 0.16, 0.064, 1.5) == pytest.approx(0.0, abs=1e-20)
+    got = rlcc.compute_delta(np.array([1.0, 2.5, 5.5]), np.array([1.0, 1.0, 0.25]), 0.064, 1.5)
+    np.testing.assert_allclose(got, [0.064, 0.064 - 1.0, 0.064 - 2.0])
+
+
+@pytest.mark.parametrize("kw", [
+    {"action_min": 1.1}, {"action_max": 0.9}, {"target": 0.0}, {"beta": -1.0},
+    {"signal": "ecn"}, {"min_rate_bps": 20e6}, {"base_rtt_s": 0.0}, {"initial_rate_frac": 0},
+])
+def test_params_validation(kw: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        rlcc.RlccParams(**{"line_rate_bps": 10e6, "base_rtt_s": 2e-3, **kw})  # type: ignore[arg-type]
+
+
+def test_reference_policy_direction() -> None:
+    pol = ReferencePolicy(target=0.064, action_max=1.2)
+    deltas = np.array([-2.0, -0.05, -0.001, 0.0, 0.001, 0.03, 0.064])
+    a, _ = pol.act(np.stack([deltas, np.ones_like(deltas)], axis=1), ())
+    assert np.all(a[deltas < 0] < 1) and np.all(a[deltas > 0] > 1)
+    assert a[deltas == 0][0] == pytest.approx(1.0)
+    assert a[-1] == pytest.approx(1.2)  # idle path (δ = target): largest increase
+    assert np.all(np.diff(a) > 0)
+
+
+def test_step_below_and_above_target() -> None:
+    pol = ReferencePolicy()
+    s = rlcc.init_state(3, P, pol)
+    s = s.__class__(**{**s.__dict__, "rate": np.array([2e6, 2e6, 2e6])})
+    # flow 0 idle (inflation 1), flow 1 congested, flow 2 untouched (mask)
+    s2 = rlcc.step(s, P, pol, np.array([1.0, 6.0, 6.0]), mask=np.array([True, True, False]))
+    assert s2.rate[0] == pytest.approx(2.4e6)  # × 1.2
+    assert s2.rate[1] == pytest.approx(2e6 / 1.2)  # clipped to 1/1.2
+    assert s2.rate[2] == 2e6 and s2.decisions.tolist() == [1, 1, 0]
+    assert s2.prev_action[0] == pytest.approx(1.2)
+    assert s2.delta[1] == pytest.approx(0.064 - 4.5 * math.sqrt(0.2))
+
+
+def test_step_clamps_to_line_and_floor() -> None:
+    pol = ReferencePolicy()
+    s = rlcc.init_state(1, P, pol)
+    for _ in range(5):
+        s = rlcc.step(s, P, pol, 1.0)
+    assert s.rate[0] == P.line_rate_bps
+    for _ in range(200):
+        s = rlcc.step(s, P, pol, 50.0)
+    assert s.rate[0] == pytest.approx(P.floor_bps)
+
+
+@pytest.mark.parametrize("kind", ["reference", "lstm", "mlp", "trees", "catboost"])
+def test_policies_reach_the_fixed_point(kind: str) -> None:
+    """Toy bottleneck (NVIDIA RL-CC eq. 5): 4 flows, one decision per base RTT, queue
+    q (in base RTTs) grows by load − 1 per step, inflation = 1 + q.  Every shipped policy
+    ends near δ = 0 with a full, fairly shared link (Tessler et al. Prop. 1)."""
+    files = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
+             "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+    pol = ReferencePolicy() if kind == "reference" else load_policy(data_dir() / files[kind])
+    s = rlcc.init_state(4, P, pol)
+    s = s.__class__(**{**s.__dict__, "rate": np.array([1e6, 2e6, 4e6, 8e6])})
+    q, deltas, loads, rates = 0.0, [], [], []
+    for k in range(600):
+        load = s.rate.sum() / P.line_rate_bps
+        q = max(0.0, q + load - 1.0)
+        s = rlcc.step(s, P, pol, 1.0 + q)
+        if k >= 400:
+            deltas.append(s.delta.mean())
+            loads.append(load)
+            rates.append(s.rate.copy())
+    mean_rate = np.mean(rates, axis=0)
+    assert abs(np.mean(deltas)) < 0.03
+    assert np.mean(loads) == pytest.approx(1.0, abs=0.02)
+    assert mean_rate.max() / mean_rate.min() < 1.1

@@ -1,0 +1,174 @@
+"""Simulator model on hand cases: queue, marking, tail drop, delays, ECMP, link failures."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from p4cc.controlplane.ecn import EcnConfig
+from p4cc.controlplane.routes import compute_routes
+from p4cc.sim.config import SimConfig
+from p4cc.sim.engine import Engine
+from p4cc.sim.fabric import Fabric, shortest_next_hops
+from p4cc.topo.spec import parse_topo
+
+
+def _sched(pairs: list[tuple[str, str]], size: int = 0, start: float = 0.0) -> pd.DataFrame:
+    return pd.DataFrame({"flow_id": np.arange(len(pairs)), "start_s": start,
+                         "src": [p[0] for p in pairs], "dst": [p[1] for p in pairs],
+                         "size_bytes": size})
+
+
+def _line(**kw: object) -> SimConfig:
+    return SimConfig(cc="line", host_traces=False, **kw)  # type: ignore[arg-type]
+
+
+def test_mark_probability_matches_ecnconfig() -> None:
+    topo = parse_topo("star,hosts=3", "paper")
+    fab = Fabric(topo)
+    cfg = EcnConfig(30_000, 270_000, 0.1)
+    key = fab.keys[0]
+    fab.set_ecn(key, cfg)
+    pkt = topo.scale.pkt_bytes
+    depths = np.arange(0, 400) * 1000.0
+    q = np.zeros((len(depths), fab.n_ports + 1))
+    q[:, 0] = depths
+    got = np.array([fab.mark_probability(row)[0] for row in q])
+    want = np.array([cfg.marking_probability(d / pkt, pkt) for d in depths])
+    np.testing.assert_allclose(got, want, atol=1e-12)
+    # marking off on the other queues
+    assert np.all(fab.mark_probability(np.full(fab.n_ports + 1, 1e6))[1:] == 0)
+
+
+def test_queue_growth_marking_and_tail_drop() -> None:
+    topo = parse_topo("star,hosts=3", "paper")
+    cfg = EcnConfig(20_000, 200_000, 0.5)
+    eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]), _line(telemetry_interval_s=1.0),
+                 ecn=cfg)
+    per_step = topo.scale.link_rate_bps * eng.dt / 8  # bytes each host sends per step
+    buf = topo.scale.buffer_bytes
+    qi = eng.fabric.port(("s1", 3))
+    qs = []
+    for _ in range(400):
+        q0 = float(eng.b.sum())
+        tx0, txm0, dr0 = (eng.counters.tx[qi], eng.counters.txm[qi], eng.counters.drops[qi])
+        eng.step()
+        tx, txm = eng.counters.tx[qi] - tx0, eng.counters.txm[qi] - txm0
+        # 2 line-rate senders into one line-rate port: the queue grows by one host's
+        # bytes per step until the buffer, then the excess is tail-dropped
+        assert tx == pytest.approx(per_step)
+        want_p = cfg.marking_probability(q0 / topo.scale.pkt_bytes, topo.scale.pkt_bytes)
+        assert txm / tx == pytest.approx(want_p, abs=1e-12)
+        drops = eng.counters.drops[qi] - dr0
+        assert drops == pytest.approx(max(0.0, q0 + per_step - buf), abs=1e-6)
+        qs.append(float(eng.b.sum()))
+    assert max(qs) == pytest.approx(buf)
+    assert qs[0] == pytest.approx(per_step)
+    # conservation: sent = delivered + queued + lost (lost bytes are sent again later)
+    assert eng.sent.sum() == pytest.approx(eng.delivered.sum() + eng.b.sum()
+                                           + eng.prev_dep.sum() + eng.lost.sum())
+    assert eng.lost.sum() > 0
+
+
+@pytest.mark.parametrize("topo_text,src,dst,hops", [
+    ("star,hosts=3", "h1", "h2", 1),
+    ("leafspine,spines=2,leaves=2,hosts=2", "h1", "h3", 3),
+])
+def test_fct_of_a_lone_flow_is_size_over_rate_plus_half_rtt(topo_text: str, src: str, dst: str,
+                                                            hops: int) -> None:
+    topo = parse_topo(topo_text, "paper")
+    size = 200_000
+    eng = Engine(topo, _sched([(src, dst)], size), _line())
+    assert eng.run_to_completion(1.0)
+    fr = eng.flow_records()
+    want = size * 8 / topo.scale.link_rate_bps + topo.scale.base_rtt_s / 2
+    assert fr.fct_s[0] == pytest.approx(want, abs=1.01 * eng.dt)
+    # the CNP/loss loop: hop pipeline + lumped delay = one base RTT
+    slot = 0
+    assert eng.last_hop[slot] + 1 == hops
+    assert hops - 1 + eng.dsteps[slot] == round(topo.scale.base_rtt_s / eng.dt)
+
+
+def test_rtt_sample_is_base_rtt_plus_queueing() -> None:
+    topo = parse_topo("star,hosts=3", "paper")
+    eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]),
+                 _line(rtt_probe_interval_s=1e-3))
+    base = topo.scale.base_rtt_s
+    eng.run(50 * eng.dt)
+    # the probe sent in the first step saw an empty queue: RTT = base RTT exactly
+    assert eng.rtt_last[0] == pytest.approx(base)
+    eng.run(1e-3 + 2 * eng.dt)  # the second probe saw the queue built since
+    q_at_probe = topo.scale.link_rate_bps * eng.dt / 8 * round(1e-3 / eng.dt)
+    eng.run(eng.t + base + q_at_probe * 8 / topo.scale.link_rate_bps + 2 * eng.dt)
+    want = base + min(q_at_probe, topo.scale.buffer_bytes) * 8 / topo.scale.link_rate_bps
+    assert eng.rtt_last[0] == pytest.approx(want, rel=0.01)
+
+
+def test_ecmp_spreads_flows_and_matches_routes() -> None:
+    topo = parse_topo("leafspine,spines=4,leaves=2,hosts=4", "paper")
+    fab = Fabric(topo)
+    uplinks = [fab.path("h1", "h5", fid)[0] for fid in range(4000)]  # type: ignore[index]
+    counts = np.bincount(uplinks)[np.unique(uplinks)]
+    assert len(counts) == 4
+    assert counts.min() > 850 and counts.max() < 1150
+    # the same next-hop sets as the control plane installs
+    routes = compute_routes(topo)
+    ours = shortest_next_hops(topo)
+    for sw, table in ours.items():
+        for h in topo.hosts:
+            r = routes[sw].lookup(h.ip)
+            ports = ((r.nhop.port,) if r.nhop else
+                     tuple(m.port for m in routes[sw].group(r.group).members))  # type: ignore[arg-type]
+            assert table[h.name] == tuple(sorted(ports))
+
+
+def test_link_failure_reroutes_and_stalls() -> None:
+    topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2", "paper")
+    pairs = [("h1", "h3"), ("h2", "h4"), ("h1", "h4"), ("h2", "h3")] * 4
+    sched = _sched(pairs, 500_000)
+    eng = Engine(topo, sched, _line())
+    eng.step()
+    dead = eng.fabric.port(("leaf1", 3))  # leaf1 -> spine1
+    assert (eng.path[eng.active] == dead).any()
+    eng.set_link("leaf1", "spine1", up=False)
+    assert not (eng.path[eng.active] == dead).any()
+    # both uplinks of leaf1 down: leaf1's flows stall without progress
+    eng.set_link("leaf1", "spine2", up=False)
+    assert eng.stalled[eng.active].all()
+    before = eng.delivered.copy()
+    eng.run(eng.t + 50e-6)
+    assert np.all(eng.delivered[eng.active] - before[eng.active] < 1e-9)
+    eng.set_link("leaf1", "spine2", up=True)
+    assert not eng.stalled[eng.active].any()
+    assert eng.run_to_completion(1.0)
+    fr = eng.flow_records()
+    assert fr.completed.all()
+    assert (fr.bytes_delivered >= 500_000 - 1e-6).all()
+
+
+def test_link_events_table_is_played() -> None:
+    topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2", "paper")
+    ev = pd.DataFrame({"t_s": [10e-6, 40e-6], "action": ["down", "up"],
+                       "a": ["leaf1", "leaf1"], "b": ["spine1", "spine1"]})
+    eng = Engine(topo, _sched([("h1", "h3")] * 8, 100_000), _line(), link_events=ev)
+    dead = eng.fabric.port(("leaf1", 3))
+    eng.run(20e-6)
+    assert not (eng.path == dead).any()
+    assert eng.run_to_completion(1.0)
+
+
+def test_after_dependency_and_bulk_stop() -> None:
+    topo = parse_topo("star,hosts=3", "paper")
+    sched = pd.DataFrame({"flow_id": [0, 1, 2], "start_s": [0.0, 0.0, 0.0],
+                          "src": ["h1", "h1", "h2"], "dst": ["h2", "h2", "h3"],
+                          "size_bytes": [100_000, 100_000, 0], "after": [-1, 0, -1],
+                          "stop_s": [math.nan, math.nan, 50e-6]})
+    eng = Engine(topo, sched, _line())
+    assert eng.run_to_completion(1.0)
+    fr = eng.flow_records().set_index("flow_id")
+    assert fr.start_s[1] >= fr.end_s[0] - 1e-12
+    assert fr.bytes_delivered[2] == pytest.approx(
+        topo.scale.link_rate_bps * 50e-6 / 8, rel=0.05)
