@@ -159,3 +159,19 @@ def test_sender_random_reply_fuzz_never_crashes() -> None:
         n = rng.randrange(0, 60)
         f.on_datagram(bytes(rng.randrange(256) for _ in range(n)), 0.0, 0)
     assert f.bad_replies + f.unknown_cnps + f.cnps > 0
+
+
+def test_unstarted_and_unfinished_flows_are_reported(tmp_path: Any) -> None:
+    rx = Receiver(ReceiverConfig(bind="127.0.0.1", port=0)).start()
+    try:
+        specs = [FlowSpec("127.0.0.1", 10_000_000, port=rx.port),
+                 FlowSpec("127.0.0.1", 1000, start_s=60.0, port=rx.port)]
+        tx = Sender(specs, lambda _s: Fixed(1e6), SenderConfig(), out_dir=tmp_path).start()
+        assert not tx.wait(0.3)
+        tx.stop()
+    finally:
+        rx.stop()
+    recs = tx.records()
+    assert [r["completed"] for r in recs] == [False, False]
+    assert recs[0]["bytes_sent"] > 0 and recs[1]["flow_id"] is None
+    assert (tmp_path / "fct.csv").read_text().count("\n") == 3

@@ -69,3 +69,11 @@ def test_queue_stats() -> None:
     assert q.loc[("s1", 1), "qlen_std_bytes"] == 1000.0
     assert q.loc[("s1", 1), "mark_fraction"] == 0.2 and q.loc[("s1", 1), "drops_pkts"] == 1
     assert q["mark_fraction"].isna().tolist() == [False, True]
+
+
+def test_fct_by_size_for_fixed_message_sizes() -> None:
+    flows = pd.DataFrame({"size_bytes": [1000, 1000, 10000], "fct_s": [1.0, 3.0, 5.0]})
+    t = an.fct_by_size(flows)
+    assert list(t.index) == [1000, 10000] and t.loc[1000, "avg_s"] == 2.0
+    many = pd.DataFrame({"size_bytes": range(20), "fct_s": [1.0] * 20})
+    assert an.fct_by_size(many).empty

@@ -139,3 +139,10 @@ def test_rerun_keeps_the_previous_run_aside(tmp_path: Path) -> None:
     assert [r.path.name for r in runs] == ["secn1"]
     both = find_runs([tmp_path / "x" / "secn1", prev[0]])
     assert len(set(run_labels(both))) == 2
+
+
+def test_outputs_select_tables(tmp_path: Path) -> None:
+    doc = {**DOC, "duration_s": 2, "agents": ["secn1"], "outputs": ["flows"]}
+    paths = run_spec(parse_spec(doc), ReplayBackend(), out=tmp_path / "o", progress=_quiet)
+    assert (paths[0] / "flows.csv").is_file() and not (paths[0] / "telemetry.csv").exists()
+    assert "Busiest ports" not in report(paths).read_text()

@@ -190,9 +190,13 @@ class HtbPacer:
                         box.put((False, exc))
                 self._apply_pending()
         finally:
-            if self._created:
-                self._teardown()
-            self._ipr.close()
+            try:
+                if self._created:
+                    self._teardown()
+            except P4ccError as exc:
+                log.error("%s", exc)
+            finally:
+                self._ipr.close()
 
     def _fail_commands(self, exc: BaseException) -> None:
         deadline = time.monotonic() + 2.0

@@ -115,8 +115,13 @@ class Sender:
         with self._lock:
             if self._records:
                 return list(self._records)
-            return [f.record(s.getsockname()[1] if s.fileno() >= 0 else 0, self.t0_epoch)
+            recs = [f.record(s.getsockname()[1] if s.fileno() >= 0 else 0, self.t0_epoch)
                     for f, s in self.flows]
+            # flows whose start time never came (deadline/stop) are reported too
+            recs += [{"flow_id": None, "dst": sp.dst, "cc": sp.cc, "size": sp.size,
+                      "sched_start_s": sp.start_s, "completed": False}
+                     for sp in self.specs[len(self.flows):]]
+            return recs
 
     @property
     def pacer_stats(self) -> dict[str, Any]:

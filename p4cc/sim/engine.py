@@ -276,7 +276,10 @@ class Engine:
         # 3. inject
         rate = cc.rate(t0)
         send = np.minimum(rate * (dt / 8.0), self.remaining)
-        send[~act | self.stalled | (self.stop <= t0)] = 0.0
+        blocked = ~act | self.stalled
+        if self._has_stop:
+            blocked |= self.stop <= t0
+        send[blocked] = 0.0
         self.remaining -= send
         self.sent += send
         cc.on_sent(t0, send)
@@ -295,9 +298,8 @@ class Engine:
         dep_q = np.minimum(avail, serve)
         drops = np.maximum(avail - dep_q - fab.buffer_bytes, 0.0)
         kept = avail - drops
-        with np.errstate(invalid="ignore", divide="ignore"):
-            fdrop = np.where(arrivals > 0, drops / arrivals, 0.0)
-            fdep = np.where(kept > 0, dep_q / kept, 0.0)
+        fdrop = np.divide(drops, arrivals, out=np.zeros(nq), where=arrivals > 0)
+        fdep = np.divide(dep_q, kept, out=np.zeros(nq), where=kept > 0)
         drop_fh = inflow * fdrop[path]
         tot = self.b + inflow - drop_fh
         dep = tot * fdep[path]

@@ -73,17 +73,19 @@ class PortCounters:
         with np.errstate(invalid="ignore", divide="ignore"):
             qavg = np.where(self.arr > 0, self.q_arr / self.arr, 0.0)
             soj = np.where(self.arr > 0, self.qdelay_arr / self.arr, 0.0)
-        out = []
-        for i, (sw, port) in enumerate(fab.keys):
-            tx_bps = self.tx[i] * 8 / interval
-            out.append(PortTelemetry(
-                switch=sw, port=port, t_s=t, interval_s=interval,
-                qlen_avg_bytes=float(qavg[i]), qlen_max_bytes=float(self.qmax[i]),
-                tx_bps=float(tx_bps), tx_marked_bps=float(self.txm[i] * 8 / interval),
-                tx_pkts=int(pk["tx"][i]), tx_marked_pkts=int(pk["txm"][i]),
-                drops_pkts=int(pk["drop"][i]), ecn=fab.ecn[(sw, port)],
-                incast_degree=int(srcs[i]), active_flows=int(flows[i]),
-                elephant_flows=int(eleph[i]), sojourn_avg_s=float(soj[i]),
-                utilization=float(tx_bps / fab.rate_bps[i])))
+        n = fab.n_ports
+        tx_bps = self.tx[:n] * 8 / interval
+        cols = zip(fab.keys, qavg[:n].tolist(), self.qmax[:n].tolist(), tx_bps.tolist(),
+                   (self.txm[:n] * 8 / interval).tolist(), pk["tx"][:n].tolist(),
+                   pk["txm"][:n].tolist(), pk["drop"][:n].tolist(), srcs[:n].tolist(),
+                   flows[:n].tolist(), eleph[:n].tolist(), soj[:n].tolist(),
+                   (tx_bps / fab.rate_bps[:n]).tolist(), strict=True)
+        out = [PortTelemetry(switch=sw, port=port, t_s=t, interval_s=interval,
+                             qlen_avg_bytes=qa, qlen_max_bytes=qm, tx_bps=txb,
+                             tx_marked_bps=txmb, tx_pkts=tp, tx_marked_pkts=tmp,
+                             drops_pkts=dp, ecn=fab.ecn[(sw, port)], incast_degree=sr,
+                             active_flows=fl, elephant_flows=el, sojourn_avg_s=so,
+                             utilization=ut)
+               for (sw, port), qa, qm, txb, txmb, tp, tmp, dp, sr, fl, el, so, ut in cols]
         self.clear(t)
         return out

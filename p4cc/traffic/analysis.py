@@ -85,6 +85,16 @@ def fct_by_class(flows: pd.DataFrame, mice_bytes: float, elephant_bytes: float) 
     return pd.DataFrame({k: _stats(v["fct_s"]) for k, v in groups.items()}).T
 
 
+def fct_by_size(flows: pd.DataFrame, max_sizes: int = 12) -> pd.DataFrame:
+    """FCT statistics per distinct flow size, for workloads with a few fixed sizes (ACC
+    Fig. 7: {1K, 10K, 100K, 1M, 10M}); empty if there are more than ``max_sizes``."""
+    if flows.empty or flows["size_bytes"].nunique() > max_sizes:
+        return pd.DataFrame()
+    out = pd.DataFrame({s: _stats(g["fct_s"]) for s, g in flows.groupby("size_bytes")}).T
+    out.index.name = "size_bytes"
+    return out
+
+
 def ideal_fct(size_bytes: np.ndarray, rate_bps: float, base_rtt_s: float | np.ndarray,
               pkt_bytes: int, header_bytes: int = HEADER_BYTES) -> np.ndarray:
     """base_RTT + total_bytes*8/rate with total bytes = payload + headers per packet."""

@@ -121,6 +121,9 @@ def build_report(runs: Sequence[Run], out: Path, baseline: str | None = None,
         fct.to_csv(out / f"fct_{_slug(lab)}.csv")
         sections += [f"## Run `{lab}`", "", "### FCT by size class (seconds)", "",
                      markdown_table(fct)]
+        by_size = an.fct_by_size(flows)
+        if not by_size.empty:
+            sections += ["### FCT by message size (seconds)", "", markdown_table(by_size)]
         if len(flows):
             sd = an.slowdown(flows, float(scale.get("link_rate_bps", 1e7)),
                              float(scale.get("base_rtt_s", 0)), int(scale.get("pkt_bytes", 1000)))

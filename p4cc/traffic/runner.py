@@ -94,7 +94,8 @@ def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
                 path = base / variant
                 schedule, events = schedules[seed]
                 writer = RunWriter(path, {**resolved, "backend": be.name}, variant=variant,
-                                   agent=agent, seed=seed, backend=be.name)
+                                   agent=agent, seed=seed, backend=be.name,
+                                   outputs=spec.outputs)
                 writer.write_schedule(schedule, events)
                 writer.log(f"start {spec.name}/{variant} backend={be.name} "
                            f"flows={len(schedule)} link_events={len(events)}")

@@ -120,10 +120,12 @@ class RunWriter:
     """Creates a run directory and implements ``p4cc.traffic.backend.RunSink``."""
 
     def __init__(self, path: Path, resolved: Mapping[str, Any], *, variant: str, agent: str,
-                 seed: int, backend: str) -> None:
+                 seed: int, backend: str, outputs: Iterable[str] | None = None) -> None:
         self.path = Path(path)
         self.seed = seed
         self.moved_previous: Path | None = None
+        #: tables the spec asked for (``outputs``); None = all.  Others are not written.
+        self.outputs = None if outputs is None else set(outputs)
         if self.path.exists() and any(self.path.iterdir()):
             # Never mix two runs' files, never delete results: keep the old run aside.
             stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -168,17 +170,24 @@ class RunWriter:
             t = self._tables[name] = _Table(self.path / f"{name}.csv")
         t.append(rows)
 
+    def _wanted(self, output: str) -> bool:
+        return self.outputs is None or output in self.outputs
+
     def telemetry(self, records: Iterable[PortTelemetry]) -> None:
-        self.table("telemetry", (r.to_row() for r in records))
+        if self._wanted("telemetry"):
+            self.table("telemetry", (r.to_row() for r in records))
 
     def flows(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self.table("flows", rows)
+        if self._wanted("flows"):
+            self.table("flows", rows)
 
     def hostcc(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self.table("hostcc", rows)
+        if self._wanted("hostcc"):
+            self.table("hostcc", rows)
 
     def int_reports(self, rows: Iterable[Mapping[str, Any]]) -> None:
-        self.table("int", rows)
+        if self._wanted("int"):
+            self.table("int", rows)
 
     def log(self, message: str) -> None:
         self._log.write(f"{time.strftime('%H:%M:%S')} {message}\n")

@@ -1,0 +1,143 @@
+"""Theory checks (small N, short), batch independence through the shared CC core, bad
+input refusal, the sim backend end to end, and the 288-host scale check (slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from p4cc.controlplane.ecn import EcnConfig, static_setting
+from p4cc.errors import ConfigError
+from p4cc.sim import validate
+from p4cc.sim.backend import SimBackend, check_spec
+from p4cc.sim.config import SimConfig, refuse_unsupported
+from p4cc.sim.engine import Engine
+from p4cc.topo.spec import parse_topo
+
+
+def test_dcqcn_flows_share_fairly_in_the_marking_band() -> None:
+    r = validate.dcqcn_fairness(4, rtts=600)
+    assert r["jain"] >= 0.9
+    assert r["in_band"], r
+    assert r["utilization"] > 0.9
+
+
+def test_rlcc_reference_policy_is_fair() -> None:
+    r = validate.rlcc_fixed_point(4, rtts=600)
+    assert r["jain"] >= 0.9
+    assert r["rtt_inflation"] > 1.0  # reported against target·√N + β in docs/simulator.md
+
+
+def _pairs_sched(pairs: list[tuple[str, str]], ids: list[int]) -> pd.DataFrame:
+    return pd.DataFrame({"flow_id": ids, "start_s": 0.0, "src": [p[0] for p in pairs],
+                         "dst": [p[1] for p in pairs], "size_bytes": 0})
+
+
+def test_flow_alone_equals_flow_in_batch() -> None:
+    """Two flows congesting h3 alone, then beside other flows on disjoint queues: the
+    DCQCN core stepped over the whole batch gives the same trajectory to the bit."""
+    topo = parse_topo("star,hosts=9", "paper")
+    ecn = static_setting("VENDOR", topo.scale)
+    cfg = SimConfig(host_traces=False, cnp_interval_s=4e-6)
+    alone = Engine(topo, _pairs_sched([("h1", "h3"), ("h2", "h3")], [0, 1]), cfg, ecn=ecn)
+    batch = Engine(topo, _pairs_sched([("h4", "h6"), ("h1", "h3"), ("h5", "h6"),
+                                       ("h2", "h3"), ("h7", "h8")], [7, 0, 8, 1, 9]),
+                   cfg, ecn=ecn)
+    ra, rb = [], []
+    for _ in range(1500):
+        alone.step()
+        batch.step()
+        sa = {int(alone.flows.flow_id[r]): s for s, r in enumerate(alone.row) if r >= 0}
+        sb = {int(batch.flows.flow_id[r]): s for s, r in enumerate(batch.row) if r >= 0}
+        rate_a, rate_b = alone.cc.rate(alone.t), batch.cc.rate(batch.t)
+        ra.append([rate_a[sa[0]], rate_a[sa[1]], alone.delivered[sa[0]]])
+        rb.append([rate_b[sb[0]], rate_b[sb[1]], batch.delivered[sb[0]]])
+    assert np.array_equal(np.array(ra), np.array(rb))
+    assert alone.cnps.sum() > 0  # the trajectory did react to congestion
+
+
+def test_refuses_bmv2_only_features() -> None:
+    with pytest.raises(ConfigError, match=r"'pcap'.*bmv2 backend.*sim backend"):
+        refuse_unsupported({"pcap": True})
+    with pytest.raises(ConfigError, match=r"'int_watchlist'.*bmv2.*sim"):
+        refuse_unsupported({"int_watchlist": ["h1->h2"]})
+    refuse_unsupported({"pcap": False, "other": 1})
+    spec = SimpleNamespace(host_cc="tcp", outputs=("telemetry",))
+    with pytest.raises(ConfigError, match=r"host_cc 'tcp'.*bmv2 backend.*sim backend"):
+        check_spec(spec)
+    spec = SimpleNamespace(host_cc="dcqcn", outputs=("telemetry", "int"))
+    with pytest.raises(ConfigError, match=r"'int'.*bmv2 backend.*sim"):
+        check_spec(spec)
+
+
+def test_bad_schedule_and_settings_are_refused() -> None:
+    topo = parse_topo("star,hosts=3", "paper")
+    with pytest.raises(ConfigError, match="host 'h9'"):
+        Engine(topo, _pairs_sched([("h1", "h9")], [0]))
+    with pytest.raises(ConfigError, match="lacks columns"):
+        Engine(topo, pd.DataFrame({"src": ["h1"]}))
+    with pytest.raises(ConfigError, match="exceeds the port buffer"):
+        Engine(topo, _pairs_sched([("h1", "h2")], [0]),
+               ecn=EcnConfig(1000, 10 * topo.scale.buffer_bytes, 0.1))
+    with pytest.raises(ConfigError, match="no link between"):
+        Engine(topo, _pairs_sched([("h1", "h2")], [0])).set_link("h1", "h2", False)
+
+
+class _Sink:
+    def __init__(self, path: Path) -> None:
+        self.path, self.seed = path, 3
+        self.rows: dict[str, list[Any]] = {"telemetry": [], "flows": [], "hostcc": [],
+                                           "agent": [], "log": []}
+
+    def telemetry(self, records: Any) -> None:
+        self.rows["telemetry"] += list(records)
+
+    def flows(self, rows: Any) -> None:
+        self.rows["flows"] += list(rows)
+
+    def hostcc(self, rows: Any) -> None:
+        self.rows["hostcc"] += list(rows)
+
+    def int_reports(self, rows: Any) -> None:
+        raise AssertionError("the simulator has no INT")
+
+    def table(self, name: str, rows: Any) -> None:
+        self.rows[name] += list(rows)
+
+    def log(self, message: str) -> None:
+        self.rows["log"].append(message)
+
+
+def test_backend_plays_schedule_agents_and_link_events(tmp_path: Path) -> None:
+    topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2", "testbed")
+    spec = SimpleNamespace(host_cc="dcqcn", outputs=("telemetry", "flows"), interval_s=0.02,
+                           duration_s=1.0, topo=lambda: topo)
+    sched = pd.DataFrame({"flow_id": [0, 1, 2], "start_s": [0.0, 0.1, 0.2],
+                          "src": ["h1", "h2", "h3"], "dst": ["h3", "h4", "h1"],
+                          "size_bytes": [50_000, 50_000, 20_000], "cls": "flow", "tag": "t",
+                          "after": -1, "stop_s": np.nan})
+    ev = pd.DataFrame({"t_s": [0.3], "action": ["down"], "a": ["leaf1"], "a_port": [3],
+                       "b": ["spine1"], "b_port": [1], "failure": [0]})
+    sink = _Sink(tmp_path)
+    seen: list[float] = []
+    SimBackend().run(spec, sched, ev, "secn1", sink, seen.append)
+    assert len(sink.rows["telemetry"]) == 50 * 12  # 50 intervals x 12 switch ports
+    assert seen and seen[-1] == pytest.approx(1.0)
+    flows = sink.rows["flows"]
+    assert [f["flow_id"] for f in flows] == [0, 1, 2]
+    assert all(f["completed"] for f in flows)
+    want = static_setting("SECN1", topo.scale)
+    assert all(r.ecn == want for r in sink.rows["telemetry"])
+    assert len(sink.rows["agent"]) == 12
+
+
+@pytest.mark.slow
+def test_288_host_leafspine_websearch_completes() -> None:
+    r = validate.leafspine_websearch(duration_s=2e-3, dt_s=4e-6)
+    assert r["hosts"] == 288
+    assert r["completed"] > 0.5 * r["flows"]
