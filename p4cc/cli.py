@@ -34,7 +34,7 @@ BENCHMARKS = {
 
 def _load(spec: str) -> Callable[..., Any]:
     module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), attr)
 
 
 def _bench(args: argparse.Namespace) -> int:

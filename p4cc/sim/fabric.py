@@ -106,7 +106,7 @@ class Fabric:
         self._host_switch = {h.name: h.switch for h in spec.hosts}
         self._host_delay = {h.name: spec.link_at(h.name, 0).delay_s for h in spec.hosts}
         self.down: set[frozenset[str]] = set()
-        self.next_hops = shortest_next_hops(spec)
+        self._set_next_hops(shortest_next_hops(spec))
         # ECN per queue in the data plane's packet form (kmin/kmax in packets, pmax/65535)
         self.kmin_pkts = np.full(self.n_ports + 1, OFF)
         self.kmax_pkts = np.full(self.n_ports + 1, OFF)
@@ -159,11 +159,26 @@ class Fabric:
             self.down.discard(pair)
         else:
             self.down.add(pair)
-        self.next_hops = shortest_next_hops(self.spec, self.down)
+        self._set_next_hops(shortest_next_hops(self.spec, self.down))
+
+    def _set_next_hops(self, table: dict[str, dict[str, tuple[int, ...]]]) -> None:
+        self.next_hops = table
+        self._cache: dict[tuple[str, str, int], tuple[int, ...] | None] = {}
+        self._max_group = max((len(g) for t in table.values() for g in t.values()), default=1)
 
     def path(self, src: str, dst: str, flow_id: int) -> list[int] | None:
         """Queue indices from src to dst for this flow, or None if dst is unreachable."""
         h = flow_hash(flow_id)
+        key = (src, dst, h % 720720)  # lcm(1..16): exact for ECMP groups of <= 16 members
+        if key in self._cache:
+            hit = self._cache[key]
+            return None if hit is None else list(hit)
+        p = self._walk(src, dst, h)
+        if self._max_group <= 16:
+            self._cache[key] = None if p is None else tuple(p)
+        return p
+
+    def _walk(self, src: str, dst: str, h: int) -> list[int] | None:
         sw = self._host_switch[src]
         if frozenset((src, sw)) in self.down:
             return None
