@@ -172,3 +172,23 @@ def test_after_dependency_and_bulk_stop() -> None:
     assert fr.start_s[1] >= fr.end_s[0] - 1e-12
     assert fr.bytes_delivered[2] == pytest.approx(
         topo.scale.link_rate_bps * 50e-6 / 8, rel=0.05)
+
+
+def test_telemetry_counts_senders_flows_and_elephants() -> None:
+    topo = parse_topo("star,hosts=5", "paper")
+    pairs = [("h1", "h5"), ("h1", "h5"), ("h2", "h5"), ("h3", "h5"), ("h3", "h5"), ("h4", "h1")]
+    sched = _sched(pairs, 0)
+    sched.loc[5, "size_bytes"] = 2_000  # a short flow that ends inside the interval
+    cfg = _line(telemetry_interval_s=100e-6, elephant_bytes=50_000)
+    eng = Engine(topo, sched, cfg)
+    eng.run(100e-6)
+    recs = {r.key: r for r in eng.telemetry}
+    to_h5, to_h1 = recs[("s1", 5)], recs[("s1", 1)]
+    assert (to_h5.incast_degree, to_h5.active_flows) == (3, 5)
+    # each of the 5 flows sent 25 Gb/s x 100 us / 8 = 312.5 KB > 50 KB: all elephants
+    assert to_h5.elephant_flows == 5
+    assert (to_h1.incast_degree, to_h1.active_flows, to_h1.elephant_flows) == (1, 1, 0)
+    assert to_h5.utilization == pytest.approx(1.0, abs=0.02)
+    assert to_h5.tx_pkts == pytest.approx(topo.scale.link_rate_bps * 100e-6 / 8 / 1000, abs=2)
+    assert to_h5.qlen_max_bytes == pytest.approx(topo.scale.buffer_bytes)
+    assert to_h5.drops_pkts > 0

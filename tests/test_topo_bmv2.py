@@ -115,3 +115,56 @@ def test_stop_kills_only_its_pid_and_is_idempotent(tmp_path: Path) -> None:
         os.kill(p.pid, 0)
     p.stop()
     p.stop()
+
+
+def _fake_thrift_server(reply_value: int) -> tuple[int, list[str]]:
+    """A one-shot server speaking Thrift's binary protocol like BMv2's multiplexed one."""
+    import threading
+
+    from thrift.protocol import TBinaryProtocol
+    from thrift.Thrift import TMessageType, TType
+    from thrift.transport import TSocket, TTransport
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    seen: list[str] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        sock = TSocket.TSocket()
+        sock.setHandle(conn)
+        trans = TTransport.TBufferedTransport(sock)
+        proto = TBinaryProtocol.TBinaryProtocol(trans)
+        name, _mtype, seqid = proto.readMessageBegin()
+        seen.append(name)
+        proto.skip(TType.STRUCT)
+        proto.readMessageEnd()
+        proto.writeMessageBegin(name.split(":")[-1], TMessageType.REPLY, seqid)
+        proto.writeStructBegin("result")
+        proto.writeFieldBegin("success", TType.I64, 0)
+        proto.writeI64(reply_value)
+        proto.writeFieldEnd()
+        proto.writeFieldStop()
+        proto.writeStructEnd()
+        proto.writeMessageEnd()
+        trans.flush()
+        conn.close()
+        server.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return int(server.getsockname()[1]), seen
+
+
+def test_thrift_ping_speaks_bmv2s_multiplexed_protocol() -> None:
+    port, seen = _fake_thrift_server(123456)
+    assert bmv2.thrift_ping(port) == 123456
+    assert seen == ["simple_switch:get_time_elapsed_us"]
+
+
+def test_thrift_ping_fails_on_a_non_thrift_listener() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        with pytest.raises(Exception):  # noqa: B017 (any transport error)
+            bmv2.thrift_ping(int(server.getsockname()[1]), timeout_s=0.3)

@@ -58,3 +58,62 @@ def test_empty_topology_rejected() -> None:
     empty = type(topo)(topo.name, topo.params, topo.scale, (), topo.switches, ())
     with pytest.raises(ConfigError, match="at least one host"):
         preflight(empty, FabricOptions())
+
+
+FAKE_SWITCH = '''#!/usr/bin/env python3
+# listens on its control ports but speaks no Thrift: like a BMv2 built without it
+import socket, sys
+a = sys.argv[1:]
+if "--help" in a:
+    print("--thrift-port --device-id --no-p4")
+    sys.exit(0)
+ports = [int(a[a.index("--thrift-port") + 1]),
+         int(a[a.index("--grpc-server-addr") + 1].rsplit(":", 1)[1])]
+socks = []
+for p in ports:
+    s = socket.socket()
+    s.bind(("127.0.0.1", p))
+    s.listen()
+    socks.append(s)
+print("fake switch up", flush=True)
+while True:
+    c, _ = socks[0].accept()
+    c.close()
+'''
+
+
+@pytest.mark.mininet
+@pytest.mark.root
+def test_mininet_fabric_with_a_bad_switch_tears_down(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
+    import importlib.util
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, veth pairs)")
+    if importlib.util.find_spec("mininet") is None or shutil.which("mnexec") is None:
+        pytest.skip("Mininet not installed (apt-get install mininet)")
+    if shutil.which("ethtool") is None:
+        pytest.skip("ethtool not installed")
+    topo = parse_topo("star,hosts=2")
+    if any(build.interface_exists(i) for i in ("s1-eth1", "s1-eth2")):
+        pytest.skip("another fabric uses s1-eth* right now")
+    fake_dir = tmp_path / "bin"
+    fake_dir.mkdir()
+    fake = fake_dir / "simple_switch_grpc"
+    fake.write_text(FAKE_SWITCH)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake_dir}:{os.environ['PATH']}")
+    from p4cc.topo import bmv2
+
+    bmv2.binary_options.cache_clear()
+    fab = Fabric(topo, FabricOptions(check_artifacts=False, auto_ports=True,
+                                     start_timeout_s=2, out_dir=tmp_path / "out"))
+    with pytest.raises(SwitchError, match="Thrift service does not answer") as err:
+        fab.start()
+    assert "fake switch up" in str(err.value)  # the switch's own output is quoted
+    assert fab.leftovers() == []
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert "s1-eth" not in links and "h1-eth" not in links
+    bmv2.binary_options.cache_clear()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from p4cc import doctor
@@ -57,7 +59,7 @@ def test_doctor_reports_every_tool_and_fixes(capsys: pytest.CaptureFixture[str])
             assert "fix: " + c.fix in out
 
 
-def test_doctor_missing_bmv2(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+def test_doctor_missing_bmv2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     missing = {c.name for c in doctor.bmv2_missing()}
     assert "simple_switch_grpc" in missing and "mnexec" in missing
@@ -87,9 +89,23 @@ def test_testbed_cli_bad_topology(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown topology" in capsys.readouterr().err
 
 
-def test_testbed_without_bmv2_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: object,
+def test_testbed_without_bmv2_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert main(["testbed", "--backend", "bmv2", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "BMv2 backend is not available" in err and "simple_switch_grpc" in err
+    assert "--backend sim" in err
+
+
+def test_testbed_falls_back_to_the_simulator(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no BMv2 here
+    out = tmp_path / "run"
+    assert main(["testbed", "--duration", "1", "--interval", "0.1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "running the simulator instead" in text
+    assert "SECN1" in text and "SECN2" in text and "s1:5" in text
+    for name in ("config.json", "summary.json", "summary.txt", "telemetry.jsonl"):
+        assert (out / name).is_file()

@@ -30,30 +30,16 @@ from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
+from p4cc.sim.slots import SlotPool
 from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
 
 IntervalHook = Callable[[float, list[PortTelemetry]], None]
 
 
-class Engine:
+class Engine(SlotPool):
     """The simulator: ``step()`` advances ``dt``; results via ``flow_records()``,
     ``telemetry`` / ``telemetry_frame()`` and ``host_traces()``."""
-
-    # per-slot arrays (created in _alloc; one entry per slot of the flow pool)
-    remaining: np.ndarray  # bytes still to inject (lost bytes come back here)
-    delivered: np.ndarray  # bytes delivered to the receiver
-    size: np.ndarray
-    line: np.ndarray  # host line rate
-    rtt0: np.ndarray  # unloaded RTT of the path
-    fwd: np.ndarray  # lumped one-way propagation after the last queue
-    last_cnp: np.ndarray
-    next_probe: np.ndarray
-    rtt_last: np.ndarray  # latest RTT sample at the sender (NaN before the first)
-    sent: np.ndarray
-    stop: np.ndarray
-    lost: np.ndarray
-    retx: np.ndarray
 
     def __init__(self, spec: TopoSpec, schedule: pd.DataFrame, config: SimConfig | None = None,
                  *, cc: CcHook | None = None,
@@ -98,58 +84,6 @@ class Engine:
             for key, setting in ecn.items():
                 fab.set_ecn(key, setting)
 
-    # -- slot pool -------------------------------------------------------------------
-    def _alloc(self, cap: int) -> None:
-        old, H, D = self.cap, self.H, self.D
-
-        def grow(a: np.ndarray | None, fill: float | int | bool, shape: tuple[int, ...],
-                 dtype: type = np.float64) -> np.ndarray:
-            new: np.ndarray = np.full(shape, fill, dtype=dtype)
-            if a is not None:
-                new[:old] = a
-            return new
-
-        g = self.__dict__.get
-        self.row = grow(g("row"), -1, (cap,), np.int64)
-        self.active = grow(g("active"), False, (cap,), np.bool_)
-        for nm, fill in (("remaining", 0.0), ("delivered", 0.0), ("size", 0.0),
-                         ("line", self.scale.link_rate_bps), ("rtt0", self.scale.base_rtt_s),
-                         ("fwd", 0.0), ("last_cnp", -np.inf),
-                         ("next_probe", 0.0), ("rtt_last", np.nan),
-                         ("sent", 0.0), ("stop", np.inf), ("lost", 0.0), ("retx", 0.0)):
-            setattr(self, nm, grow(g(nm), fill, (cap,)))
-        self.dsteps = grow(g("dsteps"), 1, (cap,), np.int64)
-        self.last_hop = grow(g("last_hop"), 0, (cap,), np.int64)
-        self.src_i = grow(g("src_i"), 0, (cap,), np.int64)
-        self.cnps = grow(g("cnps"), 0, (cap,), np.int64)
-        self.stalled = grow(g("stalled"), False, (cap,), np.bool_)
-        # (cap, H) arrays, one row per slot
-        def grow2(a: np.ndarray | None, fill: float | int, dtype: type) -> np.ndarray:
-            new: np.ndarray = np.full((cap, H), fill, dtype=dtype)
-            if a is not None:
-                new[:old] = a
-            return new
-        self.path = grow2(g("path"), self.fabric.n_ports, np.int64)
-        self.b = grow2(g("b"), 0.0, np.float64)
-        self.prev_dep = grow2(g("prev_dep"), 0.0, np.float64)
-        self.prev_mout = grow2(g("prev_mout"), 0.0, np.float64)
-        self.seen = grow2(g("seen"), False, np.bool_)
-        def grow_fb(a: np.ndarray | None, fill: float | bool, dtype: type) -> np.ndarray:
-            new: np.ndarray = np.full((D, cap), fill, dtype=dtype)
-            if a is not None:
-                new[:, :old] = a
-            return new
-        self.fb_cnp = grow_fb(g("fb_cnp"), False, np.bool_)
-        self.fb_lost = grow_fb(g("fb_lost"), 0.0, np.float64)
-        rt = g("fb_rtt")
-        self.fb_rtt = np.full((self.Dr, cap), np.nan)
-        if rt is not None:
-            self.fb_rtt[:, :old] = rt
-        self.free.extend(range(cap - 1, old - 1, -1))
-        self.cap = cap
-        self.cc.grow(cap, self.t)
-        self._ar = np.arange(cap)
-
     # -- admission and routing -------------------------------------------------------
     def _route(self, s: int, row: int) -> None:
         fl, fab = self.flows, self.fabric
@@ -173,16 +107,6 @@ class Engine:
         # the hop pipeline already delays data (len(p)-1) steps; the rest is lumped
         self.dsteps[s] = min(self.D - 1, max(1, round(rtt / self.dt) - (len(p) - 1)))
         self.fwd[s] = max(0.0, rtt / 2 - (len(p) - 1) * self.dt)
-
-    def _widen(self, h: int) -> None:
-        """More hop columns (a reroute made a path longer than any before)."""
-        extra = h - self.H
-        for nm, fill in (("path", self.L), ("b", 0.0), ("prev_dep", 0.0),
-                         ("prev_mout", 0.0), ("seen", False)):
-            a = getattr(self, nm)
-            setattr(self, nm, np.concatenate([a, np.full((self.cap, extra), fill,
-                                                         dtype=a.dtype)], axis=1))
-        self.H = h
 
     def _admit(self, t_end: float) -> None:
         rows = self.flows.due(t_end)
@@ -213,25 +137,6 @@ class Engine:
             self._route(int(s), row)
         fl.begun[r] = np.maximum(fl.start[r], self.t)
         self.cc.reset_slots(slots, self.t, self.line[slots])
-
-    def _parse_events(self, ev: pd.DataFrame | None) -> list[tuple[float, str, str, bool]]:
-        if ev is None or len(ev) == 0:
-            return []
-        for col in ("t_s", "a", "b"):
-            if col not in ev:
-                raise ConfigError(f"link events need columns t_s, a, b and up (or action); "
-                                  f"missing {col!r}")
-        if "up" in ev:
-            ups = [bool(u) for u in ev["up"]]
-        elif "action" in ev:
-            ups = [str(a).lower() == "up" for a in ev["action"]]
-        else:
-            raise ConfigError("link events need an 'up' (bool) or 'action' (up/down) column")
-        out = sorted(zip(ev["t_s"].astype(float), ev["a"].astype(str), ev["b"].astype(str),
-                         ups, strict=True))
-        for _, a, b, _ in out:
-            self.fabric.set_link(a, b, True)  # validates the pair now
-        return out
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Fail/restore a link now; flows whose path changes are rerouted (their bytes
@@ -361,7 +266,8 @@ class Engine:
 
     def _finish(self, t1: float) -> None:
         act = self.active
-        done = act & (self.delivered >= self.size - 1e-6)
+        # complete within float rounding (sums of many fluid steps): 1 ppb of the size
+        done = act & (self.delivered >= self.size * (1 - 1e-9) - 1e-6)
         if self._has_stop:
             stop_now = act & (self.stop <= self.t) & (self.remaining > 0)
             self.remaining[stop_now] = 0.0

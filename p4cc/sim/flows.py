@@ -98,7 +98,7 @@ class FlowTable:
 
     def records(self) -> pd.DataFrame:
         completed = np.isfinite(self.end) & (self.delivered >= np.where(
-            self.bulk, 0, self.size) - 1e-6)
+            self.bulk, 0, self.size * (1 - 1e-9)) - 1e-6)
         rows: dict[str, Any] = {
             "flow_id": self.flow_id, "src": self.src, "dst": self.dst,
             "size_bytes": np.where(self.bulk, 0, self.size).astype(np.int64),

@@ -65,11 +65,14 @@ class PortCounters:
         srcs = np.zeros(self.n, dtype=np.int64)
         eleph = np.zeros(self.n, dtype=np.int64)
         if len(allseen):
-            uf = np.unique(allseen[:, [0, 2, 3]], axis=0)
-            flows = np.bincount(uf[:, 0], minlength=self.n)
-            eleph = np.bincount(uf[:, 0], weights=uf[:, 2], minlength=self.n).astype(np.int64)
-            us = np.unique(allseen[:, [0, 1]], axis=0)
-            srcs = np.bincount(us[:, 0], minlength=self.n)
+            qcol = allseen[:, 0]
+            big = int(allseen[:, 1:3].max()) + 1  # 1-D keys: np.unique(axis=0) is slow
+            _, first = np.unique(qcol * big + allseen[:, 2], return_index=True)
+            flows = np.bincount(qcol[first], minlength=self.n)
+            eleph = np.bincount(qcol[first], weights=allseen[first, 3],
+                                minlength=self.n).astype(np.int64)
+            us = np.unique(qcol * big + allseen[:, 1])
+            srcs = np.bincount(us // big, minlength=self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             qavg = np.where(self.arr > 0, self.q_arr / self.arr, 0.0)
             soj = np.where(self.arr > 0, self.qdelay_arr / self.arr, 0.0)

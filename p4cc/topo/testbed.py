@@ -5,6 +5,7 @@ UDP flows marked ECT(0) (iperf3 ``--tos 2``) whose total rate overloads the bott
 (the switch port toward hN) by ``load`` x its link rate; one static ECN setting after
 another (SECN1, then SECN2: p4cc.controlplane.ecn), telemetry polled every interval;
 a per-port summary per setting is printed and saved under ``runs/<name>/``.
+Without BMv2, ``--backend auto`` runs the same incast on the simulator (p4cc.sim).
 """
 
 from __future__ import annotations
@@ -67,20 +68,24 @@ class TestbedConfig:
 
 
 def resolve_backend(requested: str) -> str:
-    """``bmv2`` if the machine has it, else say clearly what is missing."""
+    """``bmv2`` if requested/auto and the machine has it; ``sim`` if requested, or auto
+    without BMv2 (saying so); ToolMissingError for ``bmv2`` without BMv2."""
     from p4cc.doctor import bmv2_missing, format_report, run_checks
 
     if requested == "sim":
-        raise ToolMissingError("the simulator backend of `p4cc testbed` is not wired up yet; "
-                               "use --backend bmv2 on a machine with BMv2 (see `p4cc doctor`)")
+        return "sim"
     checks = run_checks()
     missing = bmv2_missing(checks)
     if not missing:
         return "bmv2"
+    names = ", ".join(c.name for c in missing)
+    if requested == "auto":
+        print(f"p4cc: the BMv2 backend is not available here (missing: {names}); running "
+              "the simulator instead. `p4cc doctor` says how to get BMv2.", flush=True)
+        return "sim"
     raise ToolMissingError(
-        "the BMv2 backend is not available on this machine (missing: "
-        + ", ".join(c.name for c in missing) + ") and the simulator fallback is not wired "
-        "up yet. What `p4cc doctor` found:\n" + format_report(checks)
+        f"the BMv2 backend is not available on this machine (missing: {names}); use "
+        "--backend sim, or install what `p4cc doctor` lists:\n" + format_report(checks)
     )
 
 
@@ -211,16 +216,32 @@ def run_testbed(cfg: TestbedConfig) -> list[PortSummary]:
     scale = get_scale(cfg.scale)
     topo = parse_topo(cfg.topo, scale)
     settings = {name.upper(): static_setting(name, scale) for name in cfg.settings}
-    resolve_backend(cfg.backend)
+    backend = resolve_backend(cfg.backend)
     out = cfg.out_dir or Path("runs") / time.strftime("testbed-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     receiver, senders, rate, payload = incast_plan(topo, scale, cfg.load)
     (out / "config.json").write_text(json.dumps({
-        "config": {**asdict(cfg), "out_dir": str(out)}, "scale": scale.to_dict(),
+        "config": {**asdict(cfg), "out_dir": str(out)}, "backend": backend,
+        "scale": scale.to_dict(),
         "topology": topo.describe(), "settings": {k: asdict(v) for k, v in settings.items()},
         "incast": {"receiver": receiver, "senders": senders, "rate_bps_each": rate,
                    "udp_payload_bytes": payload}, "versions": _versions(),
     }, indent=2, default=str))
+    if backend == "sim":
+        rows = _run_sim(topo, cfg, settings, senders, receiver, out)
+    else:
+        rows = _run_bmv2(topo, cfg, settings, senders, receiver, rate, payload, out)
+    text = format_summary(rows, settings)
+    print(text)
+    (out / "summary.txt").write_text(text + "\n")
+    (out / "summary.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    print(f"results in {out}")
+    return rows
+
+
+def _run_bmv2(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig],
+              senders: list[str], receiver: str, rate: float, payload: int,
+              out: Path) -> list[PortSummary]:
     rows: list[PortSummary] = []
     opts = FabricOptions(out_dir=out / "switches", bmv2_log=cfg.bmv2_log, pcap=cfg.pcap)
     with Fabric(topo, opts) as fabric, FabricControl(fabric, cfg.interval_s) as ctl:
@@ -233,11 +254,32 @@ def run_testbed(cfg: TestbedConfig) -> list[PortSummary]:
                 for r in records:
                     tel.write(json.dumps({"setting": name, **r.to_row()}) + "\n")
                 rows += summarize(name, records)
-    text = format_summary(rows, settings)
-    print(text)
-    (out / "summary.txt").write_text(text + "\n")
-    (out / "summary.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    print(f"results in {out}")
+    return rows
+
+
+def _run_sim(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig],
+             senders: list[str], receiver: str, out: Path) -> list[PortSummary]:
+    """The same incast on the simulator, one fresh run per setting.  Its senders are
+    the simulator's DCQCN hosts (long-lived flows starting at line rate), not fixed-rate
+    UDP, so ``load`` is not used and marks slow the senders down."""
+    import pandas as pd
+
+    from p4cc.sim import Engine, SimConfig
+
+    schedule = pd.DataFrame({"start_s": 0.0, "src": senders, "dst": receiver,
+                             "size_bytes": 0, "stop_s": cfg.duration_s})
+    rows: list[PortSummary] = []
+    with open(out / "telemetry.jsonl", "w") as tel:
+        for name, ecn in settings.items():
+            print(f"== {name}: {ecn.describe()}; simulated incast {', '.join(senders)} -> "
+                  f"{receiver}, DCQCN senders, {cfg.duration_s:g} s", flush=True)
+            eng = Engine(topo, schedule, SimConfig(telemetry_interval_s=cfg.interval_s,
+                                                   cc="dcqcn", host_traces=False), ecn=ecn)
+            eng.run(cfg.duration_s)
+            records = [r for r in eng.telemetry if r.t_s > cfg.interval_s + 1e-9]
+            for r in records:
+                tel.write(json.dumps({"setting": name, **r.to_row()}) + "\n")
+            rows += summarize(name, records)
     return rows
 
 

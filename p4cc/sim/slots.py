@@ -1,0 +1,137 @@
+"""The engine's flow pool: per-slot arrays, grown on demand, and link-event parsing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from p4cc.errors import ConfigError
+from p4cc.scale import Scale
+from p4cc.sim.cc import CcHook
+from p4cc.sim.fabric import Fabric
+
+
+class SlotPool:
+    """Arrays with one entry per slot of the flow pool (rows of (slot, hop) for paths)."""
+
+    scale: Scale
+    fabric: Fabric
+    cc: CcHook
+    H: int  # hop columns
+    L: int  # index of the dummy queue
+    D: int  # CNP / loss ring length (steps)
+    Dr: int  # RTT-answer ring length (steps)
+    t: float
+    cap: int
+    free: list[int]
+    row: np.ndarray
+    active: np.ndarray
+    dsteps: np.ndarray
+    last_hop: np.ndarray
+    src_i: np.ndarray
+    cnps: np.ndarray
+    stalled: np.ndarray
+    path: np.ndarray
+    b: np.ndarray  # bytes of each flow queued at each hop
+    prev_dep: np.ndarray  # bytes that left each hop last step (next hop's arrivals)
+    prev_mout: np.ndarray  # their marked fraction
+    seen: np.ndarray  # flow had bytes toward the hop's queue this interval
+    fb_cnp: np.ndarray
+    fb_lost: np.ndarray
+    fb_rtt: np.ndarray
+    remaining: np.ndarray  # bytes still to inject (lost bytes come back here)
+    delivered: np.ndarray  # bytes delivered to the receiver
+    size: np.ndarray
+    line: np.ndarray  # host line rate
+    rtt0: np.ndarray  # unloaded RTT of the path
+    fwd: np.ndarray  # lumped one-way propagation after the last queue
+    last_cnp: np.ndarray
+    next_probe: np.ndarray
+    rtt_last: np.ndarray  # latest RTT sample at the sender (NaN before the first)
+    sent: np.ndarray
+    stop: np.ndarray
+    lost: np.ndarray
+    retx: np.ndarray
+
+
+    def _alloc(self, cap: int) -> None:
+        old, H, D = self.cap, self.H, self.D
+
+        def grow(a: np.ndarray | None, fill: float | int | bool, shape: tuple[int, ...],
+                 dtype: type = np.float64) -> np.ndarray:
+            new: np.ndarray = np.full(shape, fill, dtype=dtype)
+            if a is not None:
+                new[:old] = a
+            return new
+
+        g = self.__dict__.get
+        self.row = grow(g("row"), -1, (cap,), np.int64)
+        self.active = grow(g("active"), False, (cap,), np.bool_)
+        for nm, fill in (("remaining", 0.0), ("delivered", 0.0), ("size", 0.0),
+                         ("line", self.scale.link_rate_bps), ("rtt0", self.scale.base_rtt_s),
+                         ("fwd", 0.0), ("last_cnp", -np.inf),
+                         ("next_probe", 0.0), ("rtt_last", np.nan),
+                         ("sent", 0.0), ("stop", np.inf), ("lost", 0.0), ("retx", 0.0)):
+            setattr(self, nm, grow(g(nm), fill, (cap,)))
+        self.dsteps = grow(g("dsteps"), 1, (cap,), np.int64)
+        self.last_hop = grow(g("last_hop"), 0, (cap,), np.int64)
+        self.src_i = grow(g("src_i"), 0, (cap,), np.int64)
+        self.cnps = grow(g("cnps"), 0, (cap,), np.int64)
+        self.stalled = grow(g("stalled"), False, (cap,), np.bool_)
+        # (cap, H) arrays, one row per slot
+        def grow2(a: np.ndarray | None, fill: float | int, dtype: type) -> np.ndarray:
+            new: np.ndarray = np.full((cap, H), fill, dtype=dtype)
+            if a is not None:
+                new[:old] = a
+            return new
+        self.path = grow2(g("path"), self.fabric.n_ports, np.int64)
+        self.b = grow2(g("b"), 0.0, np.float64)
+        self.prev_dep = grow2(g("prev_dep"), 0.0, np.float64)
+        self.prev_mout = grow2(g("prev_mout"), 0.0, np.float64)
+        self.seen = grow2(g("seen"), False, np.bool_)
+        def grow_fb(a: np.ndarray | None, fill: float | bool, dtype: type) -> np.ndarray:
+            new: np.ndarray = np.full((D, cap), fill, dtype=dtype)
+            if a is not None:
+                new[:, :old] = a
+            return new
+        self.fb_cnp = grow_fb(g("fb_cnp"), False, np.bool_)
+        self.fb_lost = grow_fb(g("fb_lost"), 0.0, np.float64)
+        rt = g("fb_rtt")
+        self.fb_rtt = np.full((self.Dr, cap), np.nan)
+        if rt is not None:
+            self.fb_rtt[:, :old] = rt
+        self.free.extend(range(cap - 1, old - 1, -1))
+        self.cap = cap
+        self.cc.grow(cap, self.t)
+        self._ar = np.arange(cap)
+
+    # -- admission and routing -------------------------------------------------------
+    def _widen(self, h: int) -> None:
+        """More hop columns (a reroute made a path longer than any before)."""
+        extra = h - self.H
+        for nm, fill in (("path", self.L), ("b", 0.0), ("prev_dep", 0.0),
+                         ("prev_mout", 0.0), ("seen", False)):
+            a = getattr(self, nm)
+            setattr(self, nm, np.concatenate([a, np.full((self.cap, extra), fill,
+                                                         dtype=a.dtype)], axis=1))
+        self.H = h
+
+    def _parse_events(self, ev: pd.DataFrame | None) -> list[tuple[float, str, str, bool]]:
+        if ev is None or len(ev) == 0:
+            return []
+        for col in ("t_s", "a", "b"):
+            if col not in ev:
+                raise ConfigError(f"link events need columns t_s, a, b and up (or action); "
+                                  f"missing {col!r}")
+        if "up" in ev:
+            ups = [bool(u) for u in ev["up"]]
+        elif "action" in ev:
+            ups = [str(a).lower() == "up" for a in ev["action"]]
+        else:
+            raise ConfigError("link events need an 'up' (bool) or 'action' (up/down) column")
+        out = sorted(zip(ev["t_s"].astype(float), ev["a"].astype(str), ev["b"].astype(str),
+                         ups, strict=True))
+        for _, a, b, _ in out:
+            self.fabric.set_link(a, b, True)  # validates the pair now
+        return out
+
