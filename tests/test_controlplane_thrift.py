@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import queue
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +144,74 @@ def test_int_collector_with_real_decoder() -> None:
     assert rec.report.path == (1, 2) and rec.report.max_qdepth_pkts == 7
     assert rec.report.dst == "10.0.2.1" and rec.ingress_port == 3
     assert col.decode_errors == 1
+
+
+def test_client_against_python_thrift_server() -> None:
+    """ThriftClient against BMv2's generated Thrift stubs served by a Python handler."""
+    pytest.importorskip("thrift")
+    try:
+        std_mod, ss_mod = thrift_mod.load_runtime_modules()
+    except ToolMissingError as exc:
+        pytest.skip(str(exc))
+    import threading
+
+    from thrift.protocol import TBinaryProtocol
+    from thrift.server import TServer
+    from thrift.TMultiplexedProcessor import TMultiplexedProcessor
+    from thrift.transport import TSocket, TTransport
+
+    regs: dict[str, list[int]] = {"E.q_enq_max": [0] * 4}
+    calls: list[tuple[str, tuple[object, ...]]] = []
+
+    class Handler:
+        def __getattr__(self, name: str):
+            def call(*args: object) -> object:
+                calls.append((name, args))
+                return 0
+            return call
+
+        def bm_mgmt_get_info(self) -> object:
+            ttypes = importlib.import_module(std_mod.__name__.rsplit(".", 1)[0] + ".ttypes")
+            return ttypes.BmConfig()
+
+        def bm_register_read_all(self, cxt: int, name: str) -> list[int]:
+            return regs[name]
+
+        def bm_register_write(self, cxt: int, name: str, index: int, value: int) -> None:
+            regs[name][index] = value
+
+        def bm_register_reset(self, cxt: int, name: str) -> None:
+            regs[name] = [0] * len(regs[name])
+
+    proc = TMultiplexedProcessor()
+    proc.registerProcessor("standard", std_mod.Processor(Handler()))
+    proc.registerProcessor("simple_switch", ss_mod.Processor(Handler()))
+    port = _closed_port()
+    sock = TSocket.TServerSocket(host="127.0.0.1", port=port)
+    server = TServer.TSimpleServer(proc, sock, TTransport.TBufferedTransportFactory(),
+                                   TBinaryProtocol.TBinaryProtocolFactory())
+    def serve() -> None:
+        with contextlib.suppress(Exception):  # ends when the socket is closed
+            server.serve()
+
+    threading.Thread(target=serve, daemon=True).start()
+    deadline = time.monotonic() + 5
+    while True:  # wait until the server listens
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+    client = thrift_mod.ThriftClient(f"127.0.0.1:{port}", timeout_s=2.0)
+    client.registers = {"E.q_enq_max": 32}
+    with client:
+        client.set_queue_rate(1250.4, 3)
+        client.set_queue_depth(100)
+        client.register_write("q_enq_max", 2, 9)
+        assert client.register_read_all("q_enq_max") == [0, 0, 9, 0]
+        client.register_reset("q_enq_max")
+        assert client.register_read_all("q_enq_max") == [0, 0, 0, 0]
+    assert ("set_egress_queue_rate", (3, 1250)) in calls
+    assert ("set_all_egress_queue_depths", (100,)) in calls
+    sock.close()

@@ -14,6 +14,7 @@ from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.fabric import Fabric, shortest_next_hops
 from p4cc.topo.spec import parse_topo
+from p4cc.traffic.analysis import HEADER_BYTES, ideal_fct, slowdown
 
 
 def _sched(pairs: list[tuple[str, str]], size: int = 0, start: float = 0.0) -> pd.DataFrame:
@@ -73,23 +74,69 @@ def test_queue_growth_marking_and_tail_drop() -> None:
     assert eng.lost.sum() > 0
 
 
+def _wire(size: int, pkt_bytes: int) -> int:
+    """Payload + HEADER_BYTES per packet: what the flow puts on the wire."""
+    return size + max(1, math.ceil(size / (pkt_bytes - HEADER_BYTES))) * HEADER_BYTES
+
+
 @pytest.mark.parametrize("topo_text,src,dst,hops", [
     ("star,hosts=3", "h1", "h2", 1),
     ("leafspine,spines=2,leaves=2,hosts=2", "h1", "h3", 3),
 ])
-def test_fct_of_a_lone_flow_is_size_over_rate_plus_half_rtt(topo_text: str, src: str, dst: str,
+def test_fct_of_a_lone_flow_is_wire_size_over_rate_plus_rtt(topo_text: str, src: str, dst: str,
                                                             hops: int) -> None:
+    """FCT ends when the final ACK is back at the sender (as p4cc.hostcc times it)."""
     topo = parse_topo(topo_text, "paper")
     size = 200_000
     eng = Engine(topo, _sched([(src, dst)], size), _line())
     assert eng.run_to_completion(1.0)
     fr = eng.flow_records()
-    want = size * 8 / topo.scale.link_rate_bps + topo.scale.base_rtt_s / 2
-    assert fr.fct_s[0] == pytest.approx(want, abs=1.01 * eng.dt)
+    wire = _wire(size, topo.scale.pkt_bytes)
+    want = wire * 8 / topo.scale.link_rate_bps + topo.scale.base_rtt_s
+    assert fr.fct_s[0] == pytest.approx(want, rel=1e-9)
+    assert fr.bytes_delivered[0] == size and fr.base_rtt_s[0] == topo.scale.base_rtt_s
     # the CNP/loss loop: hop pipeline + lumped delay = one base RTT
     slot = 0
     assert eng.last_hop[slot] + 1 == hops
     assert hops - 1 + eng.dsteps[slot] == round(topo.scale.base_rtt_s / eng.dt)
+
+
+@pytest.mark.parametrize("size,start", [(100, 0.0), (946, 0.3e-6), (3_000, 0.7e-6),
+                                        (40_000, 2.25e-6)])
+def test_lone_small_flow_has_slowdown_one(size: int, start: float) -> None:
+    """HPCC slowdown (p4cc.traffic.analysis) of a lone flow is 1 before clipping, also for
+    flows starting inside a step and shorter than one step."""
+    topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2", "paper")
+    eng = Engine(topo, _sched([("h1", "h3")], size, start), _line())
+    assert eng.run_to_completion(1.0)
+    fr = eng.flow_records()
+    sc = topo.scale
+    ideal = ideal_fct(fr.size_bytes.to_numpy(), sc.link_rate_bps, fr.base_rtt_s.to_numpy(),
+                      sc.pkt_bytes)
+    assert fr.start_s[0] == pytest.approx(start)
+    assert fr.fct_s[0] / ideal[0] == pytest.approx(1.0, rel=1e-9)
+    assert slowdown(fr, sc.link_rate_bps, sc.base_rtt_s, sc.pkt_bytes)[0] == pytest.approx(1.0)
+
+
+def test_fct_includes_reverse_path_queueing() -> None:
+    """The final ACK waits behind the data queued toward the sender."""
+    topo = parse_topo("star,hosts=3", "paper")
+    sched = pd.DataFrame({"flow_id": [0, 1], "start_s": [0.0, 20e-6], "src": ["h3", "h1"],
+                          "dst": ["h1", "h2"], "size_bytes": [0, 20_000],
+                          "stop_s": [60e-6, math.nan]})
+    eng = Engine(topo, sched, _line())
+    alone = Engine(topo, sched.iloc[[1]], _line())
+    assert eng.run_to_completion(1.0) and alone.run_to_completion(1.0)
+    with_q = eng.flow_records().set_index("flow_id").fct_s[1]
+    assert with_q == pytest.approx(alone.flow_records().fct_s[0])  # h3 -> h1 alone: no queue
+    # now congest the reverse path h2 -> h1 (ACKs of flow 1 go s1 -> h1) with 2 senders
+    sched2 = sched.copy()
+    sched2.loc[2] = [2, 0.0, "h2", "h1", 0, math.nan]
+    sched2.loc[2, "stop_s"] = 60e-6
+    eng2 = Engine(topo, sched2, _line())
+    assert eng2.run_to_completion(1.0)
+    q_fct = eng2.flow_records().set_index("flow_id").fct_s[1]
+    assert q_fct > with_q + 5e-6  # ~20 us of queue at s1 port 1 by then
 
 
 def test_rtt_sample_is_base_rtt_plus_queueing() -> None:
@@ -170,8 +217,9 @@ def test_after_dependency_and_bulk_stop() -> None:
     assert eng.run_to_completion(1.0)
     fr = eng.flow_records().set_index("flow_id")
     assert fr.start_s[1] >= fr.end_s[0] - 1e-12
+    payload = (topo.scale.pkt_bytes - HEADER_BYTES) / topo.scale.pkt_bytes
     assert fr.bytes_delivered[2] == pytest.approx(
-        topo.scale.link_rate_bps * 50e-6 / 8, rel=0.05)
+        topo.scale.link_rate_bps * 50e-6 / 8 * payload, rel=0.05)
 
 
 def test_telemetry_counts_senders_flows_and_elephants() -> None:

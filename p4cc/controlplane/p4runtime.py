@@ -334,6 +334,22 @@ class P4RuntimeClient:
                                                    int(e.counter_entry.data.byte_count))
                 for e in self.read([ent])}
 
+    def read_counters_many(self, names: Sequence[str]) -> dict[str, dict[int, tuple[int, int]]]:
+        """Several counters in one ReadRequest: name -> index -> (packets, bytes)."""
+        info = self._info()
+        ids = {info.counter_id(n): n for n in names}
+        out: dict[str, dict[int, tuple[int, int]]] = {n: {} for n in names}
+        ents = []
+        for cid in ids:
+            ent = p4runtime_pb2.Entity()
+            ent.counter_entry.counter_id = cid
+            ents.append(ent)
+        for e in self.read(ents):
+            ce = e.counter_entry
+            out[ids[ce.counter_id]][int(ce.index.index)] = (int(ce.data.packet_count),
+                                                            int(ce.data.byte_count))
+        return out
+
     def read_table(self, table: str) -> list[Any]:
         ent = p4runtime_pb2.Entity()
         ent.table_entry.table_id = self._info().table_id(table)

@@ -141,7 +141,9 @@ class TelemetryPoller:
         self._sketch_reset_at: float | None = None
 
     def snapshot(self) -> Snapshot:
-        counters = {name: self.counters.read_counters(name) for name in COUNTERS}
+        many = getattr(self.counters, "read_counters_many", None)
+        counters = (many(COUNTERS) if many is not None
+                    else {name: self.counters.read_counters(name) for name in COUNTERS})
         registers = {name: self.registers.register_read_all(name)
                      for name in INTERVAL_REGISTERS}
         t = self.clock() - self.t0

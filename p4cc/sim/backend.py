@@ -128,5 +128,5 @@ def flow_rows(eng: Engine) -> list[dict[str, Any]]:
         "start_s": df["start_s"], "end_s": df["end_s"], "fct_s": df["fct_s"],
         "bytes_rx": df["bytes_delivered"].round().astype(np.int64),
         "retransmissions": df["drops_pkts"], "completed": df["completed"],
-        "base_rtt_s": eng.scale.base_rtt_s, "cnps": df["cnps"]})
+        "base_rtt_s": df["base_rtt_s"], "cnps": df["cnps"]})
     return [{str(k): v for k, v in row.items()} for row in out.to_dict("records")]

@@ -104,8 +104,10 @@ class DcqcnHook:
     def _update(self, state: dcqcn.DcqcnState) -> None:
         """Keep the state and the time of the next event that can change a rate."""
         self.state = s = state
-        dec = np.where(s.active & s.dec_cnp, s.next_dec, dcqcn.NEVER).min(initial=dcqcn.NEVER)
-        inc = np.where(s.active, s.next_inc, dcqcn.NEVER).min(initial=dcqcn.NEVER)
+        # a pending CNP implies an active flow, and inactive flows' timers are NEVER
+        # (init_state; reset_slots writes fresh values), so no mask on the increase timer
+        dec = s.next_dec[s.dec_cnp].min(initial=dcqcn.NEVER)
+        inc = s.next_inc.min(initial=dcqcn.NEVER)
         self._next_change_ns = min(int(dec), int(inc))
 
     def on_cnp(self, t: float, mask: BoolArray) -> None:

@@ -12,7 +12,13 @@ One step of ``dt`` (docs/simulator.md has the full model):
    proportion to their bytes in the queue (fluid FIFO);
 5. the last hop's departures are delivered; the receiver (NP) sends a CNP with
    probability 1-exp(-marked packets) at most once per CNP interval; it arrives at the
-   sender one base RTT later, as do loss notices (lost bytes are sent again).
+   sender one base RTT later, as do loss notices (lost bytes are sent again);
+6. a flow whose last byte was delivered completes when the final ACK is back at the
+   sender (as p4cc.hostcc and the papers time FCTs).
+
+Speed: a step is a fixed number of numpy calls whatever the number of flows; work that
+is usually empty (losses, feedback rows, admissions, the CNP draw) is skipped by cheap
+guards that leave the arithmetic of the step unchanged.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ class Engine(SlotPool):
         self.probe_interval = cfg.probe_interval(spec.scale)
         self.elephant_bytes = cfg.elephant(spec.scale)
         self._seed_mix = np.uint64((cfg.seed * 0xD1B54A32D192ED03 + 1) % 2**64)
+        self.flows.hbase = (self.flows.flow_id.astype(np.uint64)
+                            * np.uint64(0x9E3779B97F4A7C15) + self._seed_mix)
         self.on_interval = on_interval
         self.H = min(cfg.max_hops, fab.longest_path())
         self.L = fab.n_ports  # index of the dummy queue
@@ -67,6 +75,16 @@ class Engine(SlotPool):
         # RTT answers can be late by every buffer on the longest path
         qmax = float(np.max(fab.buffer_bytes[:-1] * 8 / fab.rate_bps[:-1], initial=0.0))
         self.Dr = math.ceil((max_rtt + self.H * qmax) / self.dt) + 2
+        self._dt8 = self.dt / 8.0
+        self._serve = fab.rate_bps * (self.dt / 8.0)  # bytes a queue sends per step
+        self._cnp_gap = self.cnp_interval - 1e-12
+        # flags: a feedback ring row may hold something (guards; exact values in fb_*)
+        self._n_cnp = np.zeros(self.D, dtype=np.bool_)
+        self._n_lost = np.zeros(self.D, dtype=np.bool_)
+        self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
+        self._partial: tuple[np.ndarray, np.ndarray] | None = None
+        self._dep_q = np.zeros(fab.n_ports + 1)
+        self._q_new = np.zeros(fab.n_ports + 1)
         self.t = 0.0
         self.steps = 0
         self.cap = 0
@@ -88,10 +106,16 @@ class Engine(SlotPool):
     def _route(self, s: int, row: int) -> None:
         fl, fab = self.flows, self.fabric
         p = fab.path(fl.src[row], fl.dst[row], int(fl.flow_id[row]))
-        self.path[s] = self.L
+        rp = fab.path(fl.dst[row], fl.src[row], int(fl.flow_id[row])) or []
+        self.path[s] = self.rpath[s] = self.L
+        if len(rp) > self.H:
+            self._widen(min(len(rp), self.config.max_hops))
+        self.rpath[s, :len(rp[:self.H])] = rp[:self.H]
         if p is None:
             self.stalled[s] = True
+            self.ok[s] = False
             self.last_hop[s] = 0
+            self.lastflat[s] = s * self.H
             return
         if len(p) > self.H:
             if len(p) > self.config.max_hops:
@@ -99,8 +123,10 @@ class Engine(SlotPool):
                                   f"{self.config.max_hops}; raise it")
             self._widen(len(p))
         self.stalled[s] = False
+        self.ok[s] = True
         self.path[s, :len(p)] = p
         self.last_hop[s] = len(p) - 1
+        self.lastflat[s] = s * self.H + len(p) - 1
         prop = fab.path_delay_s(fl.src[row], fl.dst[row], p)
         rtt = self.scale.base_rtt_s + 2 * prop
         self.rtt0[s] = rtt
@@ -119,23 +145,30 @@ class Engine(SlotPool):
         r = np.array(rows, dtype=np.int64)
         self.row[slots] = r
         self.active[slots] = True
-        self.size[slots] = fl.size[r]
-        self.remaining[slots] = fl.size[r]
-        for nm, v in (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
-                      ("last_cnp", -np.inf), ("rtt_last", np.nan)):
-            getattr(self, nm)[slots] = v
+        wire = fl.wire[r]
+        self.size[slots] = wire
+        self.remaining[slots] = wire
+        # complete within float rounding (sums of many fluid steps): 1 ppb of the size
+        self.thr[slots] = wire * (1 - 1e-9) - 1e-6
+        self._grp[:, slots] = self._fresh  # delivered, sent, lost, retx, last_cnp, rtt_last
         self.next_probe[slots] = self.t
         self.cnps[slots] = 0
-        self.stop[slots] = np.where(np.isnan(fl.stop[r]), np.inf, fl.stop[r])
+        self.stop[slots] = fl.stop_at[r]
         self.src_i[slots] = fl.src_i[r]
+        self.hbase[slots] = fl.hbase[r]
+        self.gen[slots] += 1  # RTT answers still in flight for the slot's last flow are void
         self.b[slots] = self.prev_dep[slots] = self.prev_mout[slots] = 0.0
         self.seen[slots] = False
         self.fb_cnp[:, slots] = False
         self.fb_lost[:, slots] = 0.0
-        self.fb_rtt[:, slots] = np.nan
-        for s, row in zip(slots, rows, strict=True):
-            self._route(int(s), row)
-        fl.begun[r] = np.maximum(fl.start[r], self.t)
+        for s, row in zip(slots.tolist(), rows, strict=True):
+            self._route(s, row)
+        begun = np.maximum(fl.ready[r], self.t)
+        fl.begun[r] = begun
+        fl.base_rtt[r] = self.rtt0[slots]
+        late = begun > self.t  # started inside this step: send for the rest of it only
+        if late.any():
+            self._partial = (slots[late], (self.t + self.dt) - begun[late])
         self.cc.reset_slots(slots, self.t, self.line[slots])
 
     def set_link(self, a: str, b: str, up: bool) -> None:
@@ -161,30 +194,42 @@ class Engine(SlotPool):
         while self._link_events and self._link_events[0][0] < t1:
             _, a, b, up = self._link_events.pop(0)
             self.set_link(a, b, up)
-        self._admit(t1)
-        fab, cc, act = self.fabric, self.cc, self.active
+        heap = self.flows._heap
+        if heap and heap[0][0] < t1:
+            self._admit(t1)
+        fab, cc, act, steps = self.fabric, self.cc, self.active, self.steps
         # 2. feedback due now
-        r = self.steps % self.D
-        cnp = self.fb_cnp[r]
-        if cnp.any():
-            cc.on_cnp(t0, cnp & act)
-            cnp[:] = False
-        lost = self.fb_lost[r]
-        self.remaining += lost
-        lost[:] = 0.0
-        rr = self.fb_rtt[self.steps % self.Dr]
-        back = ~np.isnan(rr)
-        if back.any():
-            self.rtt_last[back] = rr[back]
+        r = steps % self.D
+        if self._n_cnp[r]:
+            cnp = self.fb_cnp[r]
+            if np.count_nonzero(cnp):
+                cc.on_cnp(t0, cnp & act)
+                cnp[:] = False
+            self._n_cnp[r] = False
+        if self._n_lost[r]:
+            lost = self.fb_lost[r]
+            self.remaining += lost
+            lost[:] = 0.0
+            self._n_lost[r] = False
+        k = steps % self.Dr
+        if self._n_rtt[k]:
+            rr = self.fb_rtt[k]
+            back = ~np.isnan(rr)
+            back &= self.fb_gen[k] == self.gen
+            if np.count_nonzero(back):
+                self.rtt_last[back] = rr[back]
+                cc.on_rtt(t0, back & act, self.rtt_last)
             rr[:] = np.nan
-            cc.on_rtt(t0, back & act, self.rtt_last)
+            self._n_rtt[k] = False
         # 3. inject
         rate = cc.rate(t0)
-        send = np.minimum(rate * (dt / 8.0), self.remaining)
-        blocked = ~act | self.stalled
-        if self._has_stop:
-            blocked |= self.stop <= t0
-        send[blocked] = 0.0
+        send = np.minimum(rate * self._dt8, self.remaining)
+        if self._partial is not None:
+            idx, left = self._partial
+            send[idx] = np.minimum(rate[idx] * (left / 8.0), self.remaining[idx])
+            self._partial = None
+        ok = self.ok & (self.stop > t0) if self._has_stop else self.ok
+        send = np.where(ok, send, 0.0)
         self.remaining -= send
         self.sent += send
         cc.on_sent(t0, send)
@@ -198,76 +243,91 @@ class Engine(SlotPool):
         arrivals = np.bincount(pf, inflow.ravel(), nq)
         q = np.bincount(pf, self.b.ravel(), nq)
         p = fab.mark_probability(q)
-        serve = fab.rate_bps * (dt / 8.0)
         avail = q + arrivals
-        dep_q = np.minimum(avail, serve)
+        dep_q = np.minimum(avail, self._serve)
         drops = np.maximum(avail - dep_q - fab.buffer_bytes, 0.0)
-        kept = avail - drops
-        fdrop = np.divide(drops, arrivals, out=np.zeros(nq), where=arrivals > 0)
+        dropped = bool(np.count_nonzero(drops))
+        if dropped:  # tail drop, charged to the flows by their arrivals
+            kept = avail - drops
+            fdrop = np.divide(drops, arrivals, out=np.zeros(nq), where=arrivals > 0)
+            drop_fh = inflow * fdrop[path]
+            tot = self.b + inflow - drop_fh
+        else:
+            kept = avail
+            tot = self.b + inflow
         fdep = np.divide(dep_q, kept, out=np.zeros(nq), where=kept > 0)
-        drop_fh = inflow * fdrop[path]
-        tot = self.b + inflow - drop_fh
         dep = tot * fdep[path]
         self.b = tot - dep
-        m_in = np.zeros_like(dep)
+        m_in = self._m_in
         m_in[:, 1:] = self.prev_mout[:, :-1]
-        mout = 1.0 - (1.0 - m_in) * (1.0 - p[path])
+        mout = 1.0 - (1.0 - m_in) * (1.0 - p)[path]
         dep_m = dep * mout
-        self.counters.add_step(q, kept - dep_q, arrivals, dep_q,
-                               np.bincount(pf, dep_m.ravel(), nq), drops)
+        q_new = kept - dep_q
+        self.counters.add_step(q, q_new, arrivals, dep_q, np.bincount(pf, dep_m.ravel(), nq),
+                               drops if dropped else None)
+        self._dep_q, self._q_new = dep_q, q_new
         self.seen |= inflow > 0
         # 5. delivery, CNPs, losses
-        ar, lh = self._ar, self.last_hop
-        got = dep[ar, lh]
-        got_m = dep_m[ar, lh]
-        dep[ar, lh] = 0.0
+        lf = self.lastflat
+        dflat = dep.reshape(-1)
+        got = dflat[lf]
+        got_m = dep_m.reshape(-1)[lf]
+        dflat[lf] = 0.0
         self.prev_dep, self.prev_mout = dep, mout
         self.delivered += got
-        when = (self.steps + self.dsteps) % self.D
-        lam = got_m / self.scale.pkt_bytes
-        fire = (lam > 0) & (t0 - self.last_cnp >= self.cnp_interval - 1e-12)
-        if fire.any():
-            fire &= self._uniform() < -np.expm1(-lam)
-            self.last_cnp[fire] = t0
-            self.cnps[fire] += 1
-            self.fb_cnp[when[fire], fire.nonzero()[0]] = True
-        lost_f = drop_fh.sum(axis=1)
-        if drops.any():
-            lf = lost_f > 0
-            self.fb_lost[when[lf], lf.nonzero()[0]] += lost_f[lf]
+        fire = (got_m > 0) & (t0 - self.last_cnp >= self._cnp_gap)
+        if np.count_nonzero(fire):
+            idx = fire.nonzero()[0]
+            lam = got_m[idx] / self.scale.pkt_bytes
+            idx = idx[self._uniform(idx) < -np.expm1(-lam)]
+            if len(idx):
+                self.last_cnp[idx] = t0
+                self.cnps[idx] += 1
+                when = (steps + self.dsteps[idx]) % self.D
+                self.fb_cnp[when, idx] = True
+                self._n_cnp[when] = True
+        if dropped:
+            lost_f = np.add.reduce(drop_fh, axis=1)
+            idx = (lost_f > 0).nonzero()[0]
+            when = (steps + self.dsteps[idx]) % self.D
+            self.fb_lost[when, idx] += lost_f[idx]
+            self._n_lost[when] = True
             self.lost += lost_f
             self.retx += lost_f
         # RTT probes every probe interval (several may be in flight, like per-ACK RTT
         # samples): RTT = base RTT + queueing delay now on the path; the answer comes
         # back that RTT later
         due = act & (self.next_probe <= t0)
-        if due.any():
+        if np.count_nonzero(due):
             idx = due.nonzero()[0]
-            qd = (q / fab.rate_bps * 8.0)[path[idx]].sum(axis=1)
+            qd = np.add.reduce((q / fab.rate_bps * 8.0)[path[idx]], axis=1)
             val = self.rtt0[idx] + qd
-            k = np.minimum(np.rint(val / dt).astype(np.int64), self.Dr - 1)
-            self.fb_rtt[(self.steps + k) % self.Dr, idx] = val
+            kk = np.minimum(np.rint(val / dt).astype(np.int64), self.Dr - 1)
+            ring = (steps + kk) % self.Dr
+            self.fb_rtt[ring, idx] = val
+            self.fb_gen[ring, idx] = self.gen[idx]
+            self._n_rtt[ring] = True
             self.next_probe[idx] = t0 + self.probe_interval
-        self.t, self.steps = t1, self.steps + 1
-        self._finish(t1)
+        self.t, self.steps = t1, steps + 1
+        done = self.delivered >= self.thr
+        if self._has_stop or np.count_nonzero(done):
+            self._finish(t0, done)
         if t1 >= self._next_interval - 1e-12:
             self._close_interval(t1)
 
-    def _uniform(self) -> np.ndarray:
-        """A uniform draw per slot from (seed, flow id, step) alone, so a flow's draws do
-        not depend on which other flows share the run (splitmix64 finaliser)."""
-        fid = self.flows.flow_id[np.maximum(self.row, 0)].astype(np.uint64)
-        z = (fid * np.uint64(0x9E3779B97F4A7C15) + np.uint64(self.steps)
-             + self._seed_mix)
+    def _uniform(self, idx: np.ndarray) -> np.ndarray:
+        """A uniform draw for slots ``idx`` from (seed, flow id, step) alone, so a flow's
+        draws do not depend on which other flows share the run (splitmix64 finaliser)."""
+        # hbase = flow id x 0x9E3779B97F4A7C15 + seed mix (mod 2^64), set at admission
+        z = self.hbase[idx] + np.uint64(self.steps)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         z ^= z >> np.uint64(31)
         return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
 
-    def _finish(self, t1: float) -> None:
+    def _finish(self, t0: float, done: np.ndarray) -> None:
         act = self.active
-        # complete within float rounding (sums of many fluid steps): 1 ppb of the size
-        done = act & (self.delivered >= self.size * (1 - 1e-9) - 1e-6)
+        done = done & act
         if self._has_stop:
             stop_now = act & (self.stop <= self.t) & (self.remaining > 0)
             self.remaining[stop_now] = 0.0
@@ -278,7 +338,8 @@ class Engine(SlotPool):
         idx = done.nonzero()[0]
         rows = self.row[idx]
         fl = self.flows
-        fl.end[rows] = t1 + self.fwd[idx]
+        end = self._final_ack(t0, idx, rows)
+        fl.end[rows] = end
         fl.delivered[rows] = self.delivered[idx]
         fl.drops[rows] = self.lost[idx]
         fl.retx[rows] = self.retx[idx]
@@ -289,15 +350,39 @@ class Engine(SlotPool):
             self.counters.pairs.append(np.column_stack([
                 self.path[idx][k], self.src_i[idx][k[0]], rows[k[0]],
                 (self.sent[idx][k[0]] >= self.elephant_bytes).astype(np.int64)]))
-        self.active[idx] = False
+        self.active[idx] = self.ok[idx] = False
+        self.thr[idx] = np.inf
         self.row[idx] = -1
         self.path[idx] = self.L
         self.b[idx] = self.prev_dep[idx] = 0.0
         self.remaining[idx] = 0.0
         self.cc.reset_slots(idx, self.t, self.line[idx])  # idle CC state, no timers
         self.free.extend(int(i) for i in idx[::-1])
-        for row, i in zip(rows, idx, strict=True):
-            fl.release(int(row), t1 + float(self.fwd[i]))
+        for row, e in zip(rows.tolist(), end.tolist(), strict=True):
+            fl.release(row, e)
+
+    def _final_ack(self, t0: float, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """When the final ACK of flows ``idx``, whose last byte left its last queue in
+        the step from ``t0``, reaches the sender.
+
+        The last byte leaves at ``t0 + dt·(busy fraction of that queue in the step)``
+        (the fluid queue sends at its rate from the start of the step), never before the
+        flow could have been serialised at line rate through its hops; it reaches the
+        receiver after the lumped forward delay, and the ACK comes back after half the
+        path RTT plus the queueing delay now on the reverse path (ACKs take no queue
+        space in the model).  A lone flow of S wire bytes: FCT = S·8/rate + RTT.
+        """
+        fl, fab = self.flows, self.fabric
+        lastq = self.path[idx, self.last_hop[idx]]
+        t_tx = t0 + self.dt * np.minimum(self._dep_q[lastq] / self._serve[lastq], 1.0)
+        size = self.size[idx]
+        finite = np.isfinite(size)
+        if finite.any():
+            least = (fl.begun[rows] + self.last_hop[idx] * self.dt
+                     + np.where(finite, size, 0.0) * 8.0 / self.line[idx])
+            t_tx = np.where(finite, np.maximum(t_tx, least), t_tx)
+        back = (self._q_new / fab.rate_bps * 8.0)[self.rpath[idx]].sum(axis=1)
+        return t_tx + self.fwd[idx] + self.rtt0[idx] / 2 + back
 
     def _close_interval(self, t1: float) -> None:
         k = self.seen.nonzero()

@@ -92,6 +92,8 @@ class Fabric:
                 delay.append(link.delay_s)
         self.keys: list[PortKey] = keys
         self.index: dict[PortKey, int] = {k: i for i, k in enumerate(keys)}
+        self.switch_names = [k[0] for k in keys]
+        self.port_numbers = [k[1] for k in keys]
         self.n_ports = len(keys)
         # index n_ports is a dummy queue (padding of short paths): never holds bytes
         self.rate_bps = np.array([*rate, 1e30])
@@ -112,6 +114,7 @@ class Fabric:
         self.kmax_pkts = np.full(self.n_ports + 1, OFF)
         self.pmax = np.zeros(self.n_ports + 1)
         self._span = np.ones(self.n_ports + 1)
+        self._slope = np.zeros(self.n_ports + 1)  # pmax / span
         self.ecn: dict[PortKey, EcnConfig | None] = {k: None for k in keys}
 
     # -- ECN -------------------------------------------------------------------------
@@ -122,6 +125,7 @@ class Fabric:
             self.kmin_pkts[i] = self.kmax_pkts[i] = OFF
             self.pmax[i] = 0.0
             self._span[i] = 1.0
+            self._slope[i] = 0.0
         else:
             cfg.validate(int(self.buffer_bytes[i]))
             pkt = self.scale.pkt_bytes
@@ -129,6 +133,7 @@ class Fabric:
             self.kmax_pkts[i] = cfg.kmax_pkts(pkt)
             self.pmax[i] = cfg.pmax_scaled / PMAX_ONE
             self._span[i] = max(self.kmax_pkts[i] - self.kmin_pkts[i], 1.0)
+            self._slope[i] = self.pmax[i] / self._span[i]
         self.ecn[key] = cfg
 
     def mark_probability(self, qdepth_bytes: np.ndarray) -> np.ndarray:
@@ -138,9 +143,10 @@ class Fabric:
         to a (fractional) packet count with the scale's packet size.
         """
         q = qdepth_bytes * (1.0 / self.scale.pkt_bytes)
-        p = np.clip((q - self.kmin_pkts) * (self.pmax / self._span), 0.0, None)
-        p[q >= self.kmax_pkts] = 1.0
-        return p
+        # below Kmax the ramp stays under pmax <= 1 (span >= Kmax - Kmin), so only Kmax
+        # needs the explicit 1
+        p = np.maximum((q - self.kmin_pkts) * self._slope, 0.0)
+        return np.where(q >= self.kmax_pkts, 1.0, p)
 
     def port(self, key: PortKey) -> int:
         try:

@@ -3,6 +3,10 @@
 Schedule columns are p4cc.traffic.workloads.SCHEDULE_COLUMNS (``flow_id, start_s, src,
 dst, size_bytes, cls, tag, after, stop_s``); ``size_bytes`` 0 is a bulk flow that runs
 until ``stop_s``; ``after`` >= 0 holds a flow until that flow completes.
+
+Sizes are payload bytes, as for the host transport (p4cc.hostcc): on the wire a flow is
+its payload plus ``HEADER_BYTES`` per packet of ``pkt_bytes`` (the header count the
+slowdown of p4cc.traffic.analysis uses), and ``bytes_delivered`` is reported in payload.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ import pandas as pd
 
 from p4cc.errors import ConfigError
 from p4cc.sim.fabric import Fabric
+from p4cc.traffic.analysis import HEADER_BYTES
 
 #: Columns of the per-flow records the simulator emits (one row per scheduled flow).
 FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",
                        "end_s", "fct_s", "bytes_delivered", "drops_pkts", "retx_bytes",
-                       "cnps", "completed"]
+                       "cnps", "completed", "base_rtt_s"]
 
 
 class FlowTable:
@@ -53,8 +58,19 @@ class FlowTable:
             raise ConfigError("flow schedule has a negative size or a non-finite start time")
         self.stop = (df["stop_s"].to_numpy(np.float64) if "stop_s" in df
                      else np.full(n, np.nan))
+        self.stop_at = np.where(np.isnan(self.stop), np.inf, self.stop)
+        # the flow's part of the CNP-draw hash (engine: splitmix64 of id, step and seed)
+        self.hbase = np.zeros(n, dtype=np.uint64)
         self.bulk = size == 0
         self.size = np.where(self.bulk, np.inf, size)
+        payload = self.pkt_bytes - HEADER_BYTES
+        if payload <= 0:
+            raise ConfigError(f"packet size {self.pkt_bytes} B leaves no payload after "
+                              f"{HEADER_BYTES} B of headers; use a larger scale.pkt_bytes")
+        # bytes on the wire: payload + headers of ceil(size / payload) packets (>= 1)
+        self.wire = self.size + np.maximum(1, np.ceil(size / payload)) * HEADER_BYTES
+        self.payload_frac = np.where(self.bulk, payload / self.pkt_bytes,
+                                     size / np.where(self.bulk, 1.0, self.wire))
         self.cls = list(df["cls"]) if "cls" in df else ["flow"] * n
         self.tag = list(df["tag"]) if "tag" in df else [""] * n
         after = df["after"].to_numpy(np.int64) if "after" in df else np.full(n, -1)
@@ -77,6 +93,8 @@ class FlowTable:
         self.retx = np.zeros(n)
         self.cnps = np.zeros(n, dtype=np.int64)
         self.begun = np.full(n, np.nan)
+        self.ready = self.start.copy()  # start time, or later when released by ``after``
+        self.base_rtt = np.full(n, np.nan)  # unloaded RTT of the path taken (s)
 
     def due(self, t: float) -> list[int]:
         """Rows whose (effective) start time is before ``t``, in start order."""
@@ -88,7 +106,8 @@ class FlowTable:
     def release(self, row: int, t: float) -> None:
         """``row`` completed at ``t``: flows waiting for it become startable."""
         for w in self.waiting.pop(row, []):
-            heapq.heappush(self._heap, (max(float(self.start[w]), t), w))
+            self.ready[w] = max(float(self.start[w]), t)
+            heapq.heappush(self._heap, (float(self.ready[w]), w))
 
     def next_start(self) -> float:
         return self._heap[0][0] if self._heap else np.inf
@@ -98,13 +117,16 @@ class FlowTable:
 
     def records(self) -> pd.DataFrame:
         completed = np.isfinite(self.end) & (self.delivered >= np.where(
-            self.bulk, 0, self.size * (1 - 1e-9)) - 1e-6)
+            self.bulk, 0, self.wire * (1 - 1e-9)) - 1e-6)
+        payload = np.where(completed & ~self.bulk, self.size,
+                           self.delivered * self.payload_frac)
         rows: dict[str, Any] = {
             "flow_id": self.flow_id, "src": self.src, "dst": self.dst,
             "size_bytes": np.where(self.bulk, 0, self.size).astype(np.int64),
             "cls": self.cls, "tag": self.tag, "start_s": self.begun, "end_s": self.end,
-            "fct_s": self.end - self.begun, "bytes_delivered": self.delivered,
+            "fct_s": self.end - self.begun, "bytes_delivered": payload,
             "drops_pkts": np.round(self.drops / self.pkt_bytes).astype(np.int64),
             "retx_bytes": self.retx, "cnps": self.cnps, "completed": completed,
+            "base_rtt_s": self.base_rtt,
         }
         return pd.DataFrame(rows, columns=FLOW_RECORD_COLUMNS)

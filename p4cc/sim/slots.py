@@ -11,6 +11,11 @@ from p4cc.sim.cc import CcHook
 from p4cc.sim.fabric import Fabric
 
 
+#: Per-slot float values of a fresh flow (reset together at admission).
+FRESH = (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
+         ("last_cnp", -np.inf), ("rtt_last", np.nan))
+
+
 class SlotPool:
     """Arrays with one entry per slot of the flow pool (rows of (slot, hop) for paths)."""
 
@@ -29,6 +34,10 @@ class SlotPool:
     dsteps: np.ndarray
     last_hop: np.ndarray
     src_i: np.ndarray
+    hbase: np.ndarray
+    gen: np.ndarray
+    rpath: np.ndarray  # reverse path (receiver to sender: the ACKs' queues)
+    fb_gen: np.ndarray  # slot generation of each RTT answer in fb_rtt
     cnps: np.ndarray
     stalled: np.ndarray
     path: np.ndarray
@@ -41,10 +50,13 @@ class SlotPool:
     fb_rtt: np.ndarray
     remaining: np.ndarray  # bytes still to inject (lost bytes come back here)
     delivered: np.ndarray  # bytes delivered to the receiver
-    size: np.ndarray
+    size: np.ndarray  # bytes on the wire (payload + per-packet headers)
+    thr: np.ndarray  # delivered bytes that complete the flow (inf: free slot, bulk flow)
+    ok: np.ndarray  # active and routed (may send)
     line: np.ndarray  # host line rate
     rtt0: np.ndarray  # unloaded RTT of the path
     fwd: np.ndarray  # lumped one-way propagation after the last queue
+    lastflat: np.ndarray  # slot * H + last hop: the last hop's index in raveled (cap, H)
     last_cnp: np.ndarray
     next_probe: np.ndarray
     rtt_last: np.ndarray  # latest RTT sample at the sender (NaN before the first)
@@ -52,7 +64,10 @@ class SlotPool:
     stop: np.ndarray
     lost: np.ndarray
     retx: np.ndarray
-
+    _grp: np.ndarray
+    _fresh: np.ndarray
+    _ar: np.ndarray
+    _m_in: np.ndarray
 
     def _alloc(self, cap: int) -> None:
         old, H, D = self.cap, self.H, self.D
@@ -67,15 +82,25 @@ class SlotPool:
         g = self.__dict__.get
         self.row = grow(g("row"), -1, (cap,), np.int64)
         self.active = grow(g("active"), False, (cap,), np.bool_)
-        for nm, fill in (("remaining", 0.0), ("delivered", 0.0), ("size", 0.0),
+        self.ok = grow(g("ok"), False, (cap,), np.bool_)
+        for nm, fill in (("remaining", 0.0), ("size", 0.0), ("thr", np.inf),
                          ("line", self.scale.link_rate_bps), ("rtt0", self.scale.base_rtt_s),
-                         ("fwd", 0.0), ("last_cnp", -np.inf),
-                         ("next_probe", 0.0), ("rtt_last", np.nan),
-                         ("sent", 0.0), ("stop", np.inf), ("lost", 0.0), ("retx", 0.0)):
+                         ("fwd", 0.0), ("next_probe", 0.0), ("stop", np.inf)):
             setattr(self, nm, grow(g(nm), fill, (cap,)))
+        # per-slot values a new flow starts from, in one (k, cap) block so admission
+        # resets them with one assignment; the attributes are row views of the block
+        fresh = np.array([v for _, v in FRESH])
+        grp = np.repeat(fresh[:, None], cap, axis=1)
+        if old:
+            grp[:, :old] = self._grp[:, :old]
+        self._grp, self._fresh = grp, fresh[:, None]
+        for i, (nm, _) in enumerate(FRESH):
+            setattr(self, nm, grp[i])
         self.dsteps = grow(g("dsteps"), 1, (cap,), np.int64)
         self.last_hop = grow(g("last_hop"), 0, (cap,), np.int64)
         self.src_i = grow(g("src_i"), 0, (cap,), np.int64)
+        self.hbase = grow(g("hbase"), 0, (cap,), np.uint64)  # CNP-draw hash of the flow id
+        self.gen = grow(g("gen"), 0, (cap,), np.int64)  # admissions into the slot so far
         self.cnps = grow(g("cnps"), 0, (cap,), np.int64)
         self.stalled = grow(g("stalled"), False, (cap,), np.bool_)
         # (cap, H) arrays, one row per slot
@@ -85,6 +110,7 @@ class SlotPool:
                 new[:old] = a
             return new
         self.path = grow2(g("path"), self.fabric.n_ports, np.int64)
+        self.rpath = grow2(g("rpath"), self.fabric.n_ports, np.int64)
         self.b = grow2(g("b"), 0.0, np.float64)
         self.prev_dep = grow2(g("prev_dep"), 0.0, np.float64)
         self.prev_mout = grow2(g("prev_mout"), 0.0, np.float64)
@@ -96,25 +122,34 @@ class SlotPool:
             return new
         self.fb_cnp = grow_fb(g("fb_cnp"), False, np.bool_)
         self.fb_lost = grow_fb(g("fb_lost"), 0.0, np.float64)
-        rt = g("fb_rtt")
+        rt, rg = g("fb_rtt"), g("fb_gen")
         self.fb_rtt = np.full((self.Dr, cap), np.nan)
+        self.fb_gen = np.zeros((self.Dr, cap), dtype=np.int64)
         if rt is not None:
             self.fb_rtt[:, :old] = rt
+            self.fb_gen[:, :old] = rg
         self.free.extend(range(cap - 1, old - 1, -1))
         self.cap = cap
         self.cc.grow(cap, self.t)
         self._ar = np.arange(cap)
+        self._buffers()
+
+    def _buffers(self) -> None:
+        """Per-step scratch arrays and indices that depend on (cap, H)."""
+        self.lastflat = self._ar * self.H + self.last_hop
+        self._m_in = np.zeros((self.cap, self.H))  # column 0 stays 0 (no marks at hop 0)
 
     # -- admission and routing -------------------------------------------------------
     def _widen(self, h: int) -> None:
         """More hop columns (a reroute made a path longer than any before)."""
         extra = h - self.H
-        for nm, fill in (("path", self.L), ("b", 0.0), ("prev_dep", 0.0),
+        for nm, fill in (("path", self.L), ("rpath", self.L), ("b", 0.0), ("prev_dep", 0.0),
                          ("prev_mout", 0.0), ("seen", False)):
             a = getattr(self, nm)
             setattr(self, nm, np.concatenate([a, np.full((self.cap, extra), fill,
                                                          dtype=a.dtype)], axis=1))
         self.H = h
+        self._buffers()
 
     def _parse_events(self, ev: pd.DataFrame | None) -> list[tuple[float, str, str, bool]]:
         if ev is None or len(ev) == 0:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import numpy.typing as npt
 
@@ -9,6 +11,7 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.sim.fabric import Fabric
 
 FloatArray = npt.NDArray[np.floating]  # bincount results are typed loosely
+_FIELDS = tuple(f.name for f in dataclasses.fields(PortTelemetry))
 
 
 class PortCounters:
@@ -34,19 +37,19 @@ class PortCounters:
         self.drops = np.zeros(self.n)
         self.arr = np.zeros(self.n)  # bytes offered
         self.q_arr = np.zeros(self.n)  # sum of depth seen x bytes offered
-        self.qdelay_arr = np.zeros(self.n)  # sum of queueing delay x bytes offered
         self.qmax = np.zeros(self.n)
         # (queue, src host, flow, elephant) seen this interval, from flows that left
         self.pairs: list[npt.NDArray[np.int64]] = []
 
     def add_step(self, q: np.ndarray, q_new: np.ndarray, arrivals: np.ndarray, dep: np.ndarray,
-                 dep_marked: np.ndarray, drops: np.ndarray) -> None:
+                 dep_marked: np.ndarray, drops: np.ndarray | None) -> None:
+        """One step's per-queue sums (``drops`` None: nothing dropped)."""
         self.tx += dep
         self.txm += dep_marked
-        self.drops += drops
+        if drops is not None:
+            self.drops += drops
         self.arr += arrivals
         self.q_arr += q * arrivals
-        self.qdelay_arr += q / self.fabric.rate_bps * 8 * arrivals
         np.maximum(self.qmax, np.where(arrivals > 0, np.maximum(q, q_new), 0.0), out=self.qmax)
 
     def records(self, t: float, seen: npt.NDArray[np.int64]) -> list[PortTelemetry]:
@@ -75,20 +78,25 @@ class PortCounters:
             srcs = np.bincount(us // big, minlength=self.n)
         with np.errstate(invalid="ignore", divide="ignore"):
             qavg = np.where(self.arr > 0, self.q_arr / self.arr, 0.0)
-            soj = np.where(self.arr > 0, self.qdelay_arr / self.arr, 0.0)
+            # byte-weighted depth / rate: the queue's rate is fixed over the interval
+            soj = qavg / fab.rate_bps * 8
         n = fab.n_ports
         tx_bps = self.tx[:n] * 8 / interval
-        cols = zip(fab.keys, qavg[:n].tolist(), self.qmax[:n].tolist(), tx_bps.tolist(),
+        # one record per port: built from its field values directly (the frozen
+        # dataclass's per-field __init__ is most of the cost of an interval otherwise;
+        # PortTelemetry has no __post_init__, so the objects are identical)
+        cols = zip(fab.switch_names, fab.port_numbers, (t,) * n, (interval,) * n,
+                   qavg[:n].tolist(), self.qmax[:n].tolist(), tx_bps.tolist(),
                    (self.txm[:n] * 8 / interval).tolist(), pk["tx"][:n].tolist(),
-                   pk["txm"][:n].tolist(), pk["drop"][:n].tolist(), srcs[:n].tolist(),
-                   flows[:n].tolist(), eleph[:n].tolist(), soj[:n].tolist(),
-                   (tx_bps / fab.rate_bps[:n]).tolist(), strict=True)
-        out = [PortTelemetry(switch=sw, port=port, t_s=t, interval_s=interval,
-                             qlen_avg_bytes=qa, qlen_max_bytes=qm, tx_bps=txb,
-                             tx_marked_bps=txmb, tx_pkts=tp, tx_marked_pkts=tmp,
-                             drops_pkts=dp, ecn=fab.ecn[(sw, port)], incast_degree=sr,
-                             active_flows=fl, elephant_flows=el, sojourn_avg_s=so,
-                             utilization=ut)
-               for (sw, port), qa, qm, txb, txmb, tp, tmp, dp, sr, fl, el, so, ut in cols]
+                   pk["txm"][:n].tolist(), pk["drop"][:n].tolist(),
+                   [fab.ecn[k] for k in fab.keys], srcs[:n].tolist(), flows[:n].tolist(),
+                   eleph[:n].tolist(), soj[:n].tolist(), (tx_bps / fab.rate_bps[:n]).tolist(),
+                   strict=True)
+        new, names = object.__new__, _FIELDS
+        out = []
+        for vals in cols:
+            rec = new(PortTelemetry)
+            rec.__dict__.update(zip(names, vals))
+            out.append(rec)
         self.clear(t)
         return out
