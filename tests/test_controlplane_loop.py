@@ -162,6 +162,18 @@ def test_loop_fail_safe(rig) -> None:
     loop.step()
     assert ctl.ecn[1] == EcnConfig(8000, 30000, 0.2)
     assert len(srv.table_entries("ecn_config")) == 4
+    # the switch restarts and loses its state: reconnect sets it up again
+    srv.stop()
+    srv.wipe()
+    loop.step()
+    srv.start()
+    for _ in range(10):
+        loop.step()
+        if loop.connected:
+            break
+    assert loop.stats.reconnects == 2
+    assert len(srv.table_entries("ecn_config")) == 4 and len(srv.table_entries("ipv4_lpm")) == 4
+    assert ctl.ecn[1] == EcnConfig(8000, 30000, 0.2)
 
 
 def test_loop_run_by_deadline_with_static_agent(rig) -> None:

@@ -49,6 +49,8 @@ def fake_modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setattr(thrift_mod, "_MODULES", ("p4cc_test_absent.Standard",
                                                  "p4cc_test_absent2.SimpleSwitch"))
     monkeypatch.setenv("P4CC_BMV2_PYTHONPATH", str(tmp_path))
+    # hide an installed BMv2's modules so that the fakes are found
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not (Path(p) / "bm_runtime").is_dir()])
     yield tmp_path
     for k in [k for k in sys.modules if k.split(".")[0] in ("bm_runtime", "sswitch_runtime")]:
         del sys.modules[k]

@@ -118,11 +118,14 @@ def test_json_report_field_list_and_clone():
     assert len(fl) == 1 and len(fl[0]["elements"]) == 15
     ops = {p["op"] for a in j["actions"] for p in a["primitives"]}
     assert {"clone_egress_pkt_to_egress", "modify_field_rng_uniform", "push", "pop"} <= ops
-    # read-modify-write of shared sketch rows stays inside one action (BMv2 locks
-    # register arrays per action)
-    sk = next(a for a in j["actions"] if a["name"].endswith("sketch_update"))
-    kinds = [p["op"] for p in sk["primitives"]]
-    assert kinds.count("register_read") == 2 and kinds.count("register_write") == 2
+    # every register read-modify-write (the shared sketch rows included) stays inside
+    # one action: BMv2 locks the register arrays an action uses for the whole action
+    up = next(a for a in j["actions"] if a["name"].endswith("telemetry.update_all"))
+    kinds = [p["op"] for p in up["primitives"]]
+    assert kinds.count("register_read") == 9 and kinds.count("register_write") == 9
+    others = [a["name"] for a in j["actions"] if a is not up
+              and any(p["op"].startswith("register_") for p in a["primitives"])]
+    assert others == []
 
 
 def p4_mark_probability(kmin: int, kmax: int, pmax_scaled: int, q: int) -> float:

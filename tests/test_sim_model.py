@@ -130,9 +130,9 @@ def test_fct_includes_reverse_path_queueing() -> None:
     with_q = eng.flow_records().set_index("flow_id").fct_s[1]
     assert with_q == pytest.approx(alone.flow_records().fct_s[0])  # h3 -> h1 alone: no queue
     # now congest the reverse path h2 -> h1 (ACKs of flow 1 go s1 -> h1) with 2 senders
-    sched2 = sched.copy()
-    sched2.loc[2] = [2, 0.0, "h2", "h1", 0, math.nan]
-    sched2.loc[2, "stop_s"] = 60e-6
+    sched2 = pd.concat([sched, pd.DataFrame({"flow_id": [2], "start_s": [0.0], "src": ["h2"],
+                                             "dst": ["h1"], "size_bytes": [0],
+                                             "stop_s": [60e-6]})], ignore_index=True)
     eng2 = Engine(topo, sched2, _line())
     assert eng2.run_to_completion(1.0)
     q_fct = eng2.flow_records().set_index("flow_id").fct_s[1]
@@ -142,7 +142,7 @@ def test_fct_includes_reverse_path_queueing() -> None:
 def test_rtt_sample_is_base_rtt_plus_queueing() -> None:
     topo = parse_topo("star,hosts=3", "paper")
     eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]),
-                 _line(rtt_probe_interval_s=1e-3))
+                 _line(rtt_probe_interval_s=1e-3, rtt_probes=True))
     base = topo.scale.base_rtt_s
     eng.run(50 * eng.dt)
     # the probe sent in the first step saw an empty queue: RTT = base RTT exactly

@@ -27,6 +27,7 @@ from google.rpc import code_pb2, status_pb2
 from p4cc.errors import ToolMissingError
 
 # Load order matters: each file after the files it imports.
+_DEPENDENCIES = (any_pb2, status_pb2, code_pb2)
 _FILES = (
     ("p4/config/v1/p4types.proto", "config/v1/p4types_pb2.py"),
     ("p4/config/v1/p4info.proto", "config/v1/p4info_pb2.py"),
@@ -64,8 +65,9 @@ def serialized_descriptor(py_file: Path) -> bytes:
 
 def _load_pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.Default()
-    # dependencies are registered by importing their (current) generated modules
-    assert any_pb2.DESCRIPTOR.name and status_pb2.DESCRIPTOR.name and code_pb2.DESCRIPTOR.name
+    # the dependencies were registered in this pool by importing their generated modules
+    for dep in _DEPENDENCIES:
+        pool.FindFileByName(dep.DESCRIPTOR.name)
     base = _p4_package_dir()
     for proto_name, rel in _FILES:
         try:
@@ -86,7 +88,7 @@ def message_class(full_name: str) -> Any:
     return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(full_name))
 
 
-def _namespace(package: str, proto_name: str) -> SimpleNamespace:
+def _namespace(proto_name: str) -> SimpleNamespace:
     fd = _POOL.FindFileByName(proto_name)
     ns = SimpleNamespace(DESCRIPTOR=fd)
     for name, desc in fd.message_types_by_name.items():
@@ -99,10 +101,10 @@ def _namespace(package: str, proto_name: str) -> SimpleNamespace:
 
 
 #: ``p4runtime_pb2.WriteRequest`` etc., like the generated module would offer.
-p4runtime_pb2: Any = _namespace("p4.v1", "p4/v1/p4runtime.proto")
-p4data_pb2: Any = _namespace("p4.v1", "p4/v1/p4data.proto")
-p4info_pb2: Any = _namespace("p4.config.v1", "p4/config/v1/p4info.proto")
-p4types_pb2: Any = _namespace("p4.config.v1", "p4/config/v1/p4types.proto")
+p4runtime_pb2: Any = _namespace("p4/v1/p4runtime.proto")
+p4data_pb2: Any = _namespace("p4/v1/p4data.proto")
+p4info_pb2: Any = _namespace("p4/config/v1/p4info.proto")
+p4types_pb2: Any = _namespace("p4/config/v1/p4types.proto")
 
 _SERVICE = "/p4.v1.P4Runtime/"
 

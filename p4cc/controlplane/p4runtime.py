@@ -224,8 +224,16 @@ class P4RuntimeClient:
                               f"{exc.details()}") from None
 
     def get_p4info(self) -> Any:
+        """The switch's P4Info, or None if it has no pipeline (e.g. it was restarted)."""
         req = p4runtime_pb2.GetForwardingPipelineConfigRequest(device_id=self.device_id)
-        return self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout_s).config.p4info
+        try:
+            resp = self.stub.GetForwardingPipelineConfig(req, timeout=self.timeout_s)
+        except grpc.RpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise SwitchError(f"{self.address}: reading the pipeline failed: {exc.code()} "
+                              f"{exc.details()}") from None
+        return resp.config.p4info if resp.config.p4info.tables else None
 
     # -- writes ----------------------------------------------------------------------
     def write(self, updates: Sequence[Any]) -> None:

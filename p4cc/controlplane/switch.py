@@ -86,8 +86,16 @@ class SwitchControl:
         self.thrift.connect()
 
     def reconnect(self) -> None:
+        """Reconnect; a switch that lost its pipeline (restarted) is set up again with the
+        settings that were in force."""
         self.close()
         self.connect()
+        if self.p4rt.get_p4info() is None:
+            log.warning("%s: the switch has no pipeline (restarted?); setting it up again",
+                        self.name)
+            settings = dict(self._ecn)
+            self.setup()
+            self.set_ecn_all({p: c for p, c in settings.items() if c is not None})
 
     def close(self) -> None:
         self.p4rt.close()

@@ -220,6 +220,14 @@ class FakeP4RuntimeServer:
         self.stop()
 
     # -- test controls ---------------------------------------------------------------
+    def wipe(self) -> None:
+        """Forget the pipeline and every entry, as a restarted switch would."""
+        with self.servicer.lock:
+            self.servicer.config = self.servicer.p4info = None
+            self.servicer.entries.clear()
+            self.servicer.defaults.clear()
+            self.servicer.counters.clear()
+
     def set_counter(self, name: str, cells: Mapping[int, tuple[int, int]]) -> None:
         info = self.servicer.p4info
         if info is None:

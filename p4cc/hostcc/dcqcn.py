@@ -145,7 +145,8 @@ def _any(m: BoolArray) -> bool:
 
 def _ix(m: BoolArray | IntArray) -> IntArray:
     """Flow indices of a bool mask (index arrays pass through)."""
-    return m.nonzero()[0] if m.dtype == np.bool_ else m
+    ix: IntArray = m.nonzero()[0] if m.dtype == np.bool_ else m.astype(np.int64, copy=False)
+    return ix
 
 
 def _mask(n: int, mask: npt.ArrayLike | None) -> BoolArray:
@@ -176,9 +177,9 @@ def _sync_alpha(w: _Work, p: DcqcnParams, upto: IntArray | int, m: BoolArray | N
         w.next_alpha[d] += k * period
 
 
-def _cut(w: _Work, p: DcqcnParams, m: BoolArray, t_ns: IntArray | int) -> None:
-    """Rate decrease of flows ``m`` at ``t_ns`` using their current α."""
-    m = _ix(m)
+def _cut(w: _Work, p: DcqcnParams, mask: BoolArray | IntArray, t_ns: IntArray | int) -> None:
+    """Rate decrease of flows ``mask`` at ``t_ns`` using their current α."""
+    m = _ix(mask)
     no_inc = (w.t_stage[m] == 0) & (w.b_stage[m] == 0)
     clamp = np.ones_like(no_inc) if p.clamp_target else ~no_inc
     w.rt[m] = np.where(clamp, w.rc[m], w.rt[m])
@@ -191,9 +192,9 @@ def _cut(w: _Work, p: DcqcnParams, m: BoolArray, t_ns: IntArray | int) -> None:
     w.next_inc[m] = tm + p.increase_ns
 
 
-def _increase(w: _Work, p: DcqcnParams, m: BoolArray, by_timer: bool) -> None:
-    """One increase event of flows ``m`` (stage counts taken before the event)."""
-    m = _ix(m)
+def _increase(w: _Work, p: DcqcnParams, mask: BoolArray | IntArray, by_timer: bool) -> None:
+    """One increase event of flows ``mask`` (stage counts taken before the event)."""
+    m = _ix(mask)
     i = w.t_stage[m]
     j = w.b_stage[m] if p.byte_counter_bytes is not None else i
     f = p.fast_recovery_stages
@@ -220,17 +221,19 @@ def _run_timers(w: _Work, p: DcqcnParams, t_ns: int) -> None:
     """Process every timer event at or before ``t_ns``, each flow in its own time order."""
     g, a_ns, d_ns, i_ns = p.g, p.alpha_ns, p.decrease_ns, p.increase_ns
     while True:
-        # Recovered flows (Rc = Rt = line, no cut pending): increase events only count.
-        idle = (w.active & ~w.dec_cnp & (w.rc >= w.line) & (w.rt >= w.line)
-                & (w.next_inc <= t_ns))
-        if _any(idle):
-            ix = idle.nonzero()[0]
-            k = (t_ns - w.next_inc[ix]) // i_ns + 1
-            w.t_stage[ix] += k
-            w.next_inc[ix] += k * i_ns
+        ti = np.where(w.active, w.next_inc, NEVER)
+        if _any(ti <= t_ns):  # (increase timers are rarely due: skip the mask otherwise)
+            # Recovered flows (Rc = Rt = line, no cut pending): increase events only count.
+            idle = (w.active & ~w.dec_cnp & (w.rc >= w.line) & (w.rt >= w.line)
+                    & (w.next_inc <= t_ns))
+            if _any(idle):
+                ix = idle.nonzero()[0]
+                k = (t_ns - w.next_inc[ix]) // i_ns + 1
+                w.t_stage[ix] += k
+                w.next_inc[ix] += k * i_ns
+                ti = np.where(w.active, w.next_inc, NEVER)
         ta = np.where(w.active & w.alpha_cnp, w.next_alpha, NEVER)
         td = np.where(w.active & w.dec_cnp, w.next_dec, NEVER)
-        ti = np.where(w.active, w.next_inc, NEVER)
         e = np.minimum(np.minimum(ta, td), ti)
         due = e <= t_ns
         if not _any(due):

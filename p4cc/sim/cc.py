@@ -47,6 +47,7 @@ class LineRate:
     """No congestion control: every flow sends at its line rate (a baseline)."""
 
     name = "line"
+    uses_rtt = False
 
     def __init__(self) -> None:
         self._rate = np.zeros(0)
@@ -74,6 +75,7 @@ class DcqcnHook:
     """DCQCN reaction points of every slot, stepped through p4cc.hostcc.dcqcn."""
 
     name = "dcqcn"
+    uses_rtt = False  # DCQCN reacts to CNPs only
 
     def __init__(self, params: dcqcn.DcqcnParams) -> None:
         self.params = params
@@ -158,6 +160,7 @@ class RlccHook:
     """
 
     name = "rlcc"
+    uses_rtt = True
 
     def __init__(self, params: rlcc.RlccParams, policy: rlcc_policies.Policy | None = None
                  ) -> None:

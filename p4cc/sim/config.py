@@ -59,6 +59,9 @@ class SimConfig:
                                         "default 1 MB scaled by the BDP"})
     seed: int = field(default=0, metadata={"help": "RNG seed (marking, CNP draws)"})
     host_traces: bool = field(default=True, metadata={"help": "record per-flow host traces"})
+    rtt_probes: bool | None = field(
+        default=None, metadata={"help": "take RTT samples (Engine.rtt_last, host traces); "
+                                        "None: when the CC uses delay or traces are on"})
     max_hops: int = field(default=8, metadata={"help": "longest path in switch egress queues"})
 
     def __post_init__(self) -> None:

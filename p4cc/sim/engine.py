@@ -41,6 +41,12 @@ from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
 
 IntervalHook = Callable[[float, list[PortTelemetry]], None]
+#: Smallest normal double: the denominator of an empty queue's shares (bytes held are
+#: never that small, so every other share divides by the true amount).
+_TINY = float(np.finfo(np.float64).tiny)
+# splitmix64 finaliser constants (Steele, Lea & Flood, OOPSLA'14), as numpy scalars
+_U11, _U27, _U30, _U31 = (np.uint64(v) for v in (11, 27, 30, 31))
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 class Engine(SlotPool):
@@ -83,6 +89,9 @@ class Engine(SlotPool):
         self._n_lost = np.zeros(self.D, dtype=np.bool_)
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
         self._partial: tuple[np.ndarray, np.ndarray] | None = None
+        # RTT samples nobody reads (a CC without delay, no host traces) are not taken
+        self._probes = (cfg.rtt_probes if cfg.rtt_probes is not None
+                        else cfg.host_traces or bool(getattr(self.cc, "uses_rtt", True)))
         self._dep_q = np.zeros(fab.n_ports + 1)
         self._q_new = np.zeros(fab.n_ports + 1)
         self.t = 0.0
@@ -249,13 +258,14 @@ class Engine(SlotPool):
         dropped = bool(np.count_nonzero(drops))
         if dropped:  # tail drop, charged to the flows by their arrivals
             kept = avail - drops
-            fdrop = np.divide(drops, arrivals, out=np.zeros(nq), where=arrivals > 0)
+            # (a queue drops only what arrived: no arrivals -> no drops -> 0 / tiny = 0)
+            fdrop = drops / np.maximum(arrivals, _TINY)
             drop_fh = inflow * fdrop[path]
             tot = self.b + inflow - drop_fh
         else:
             kept = avail
             tot = self.b + inflow
-        fdep = np.divide(dep_q, kept, out=np.zeros(nq), where=kept > 0)
+        fdep = dep_q / np.maximum(kept, _TINY)  # an empty queue sends nothing: 0 / tiny = 0
         dep = tot * fdep[path]
         self.b = tot - dep
         m_in = self._m_in
@@ -297,7 +307,7 @@ class Engine(SlotPool):
         # RTT probes every probe interval (several may be in flight, like per-ACK RTT
         # samples): RTT = base RTT + queueing delay now on the path; the answer comes
         # back that RTT later
-        due = act & (self.next_probe <= t0)
+        due = act & (self.next_probe <= t0) if self._probes else act[:0]
         if np.count_nonzero(due):
             idx = due.nonzero()[0]
             qd = np.add.reduce((q / fab.rate_bps * 8.0)[path[idx]], axis=1)
@@ -320,69 +330,12 @@ class Engine(SlotPool):
         draws do not depend on which other flows share the run (splitmix64 finaliser)."""
         # hbase = flow id x 0x9E3779B97F4A7C15 + seed mix (mod 2^64), set at admission
         z = self.hbase[idx] + np.uint64(self.steps)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        z ^= z >> np.uint64(31)
-        return (z >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
-
-    def _finish(self, t0: float, done: np.ndarray) -> None:
-        act = self.active
-        done = done & act
-        if self._has_stop:
-            stop_now = act & (self.stop <= self.t) & (self.remaining > 0)
-            self.remaining[stop_now] = 0.0
-            done |= act & (self.remaining <= 0) & (self.stop <= self.t) & (
-                self.b.sum(axis=1) + self.prev_dep.sum(axis=1) <= 1e-9)
-        if not done.any():
-            return
-        idx = done.nonzero()[0]
-        rows = self.row[idx]
-        fl = self.flows
-        end = self._final_ack(t0, idx, rows)
-        fl.end[rows] = end
-        fl.delivered[rows] = self.delivered[idx]
-        fl.drops[rows] = self.lost[idx]
-        fl.retx[rows] = self.retx[idx]
-        fl.cnps[rows] = self.cnps[idx]
-        seen = self.seen[idx]
-        if seen.any():
-            k = seen.nonzero()
-            self.counters.pairs.append(np.column_stack([
-                self.path[idx][k], self.src_i[idx][k[0]], rows[k[0]],
-                (self.sent[idx][k[0]] >= self.elephant_bytes).astype(np.int64)]))
-        self.active[idx] = self.ok[idx] = False
-        self.thr[idx] = np.inf
-        self.row[idx] = -1
-        self.path[idx] = self.L
-        self.b[idx] = self.prev_dep[idx] = 0.0
-        self.remaining[idx] = 0.0
-        self.cc.reset_slots(idx, self.t, self.line[idx])  # idle CC state, no timers
-        self.free.extend(int(i) for i in idx[::-1])
-        for row, e in zip(rows.tolist(), end.tolist(), strict=True):
-            fl.release(row, e)
-
-    def _final_ack(self, t0: float, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """When the final ACK of flows ``idx``, whose last byte left its last queue in
-        the step from ``t0``, reaches the sender.
-
-        The last byte leaves at ``t0 + dt·(busy fraction of that queue in the step)``
-        (the fluid queue sends at its rate from the start of the step), never before the
-        flow could have been serialised at line rate through its hops; it reaches the
-        receiver after the lumped forward delay, and the ACK comes back after half the
-        path RTT plus the queueing delay now on the reverse path (ACKs take no queue
-        space in the model).  A lone flow of S wire bytes: FCT = S·8/rate + RTT.
-        """
-        fl, fab = self.flows, self.fabric
-        lastq = self.path[idx, self.last_hop[idx]]
-        t_tx = t0 + self.dt * np.minimum(self._dep_q[lastq] / self._serve[lastq], 1.0)
-        size = self.size[idx]
-        finite = np.isfinite(size)
-        if finite.any():
-            least = (fl.begun[rows] + self.last_hop[idx] * self.dt
-                     + np.where(finite, size, 0.0) * 8.0 / self.line[idx])
-            t_tx = np.where(finite, np.maximum(t_tx, least), t_tx)
-        back = (self._q_new / fab.rate_bps * 8.0)[self.rpath[idx]].sum(axis=1)
-        return t_tx + self.fwd[idx] + self.rtt0[idx] / 2 + back
+        z ^= z >> _U30
+        z *= _M1
+        z ^= z >> _U27
+        z *= _M2
+        z ^= z >> _U31
+        return (z >> _U11).astype(np.float64) * (1.0 / 2**53)
 
     def _close_interval(self, t1: float) -> None:
         k = self.seen.nonzero()

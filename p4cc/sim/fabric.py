@@ -107,6 +107,7 @@ class Fabric:
             self._peer[(link.b, link.b_port)] = link.a
         self._host_switch = {h.name: h.switch for h in spec.hosts}
         self._host_delay = {h.name: spec.link_at(h.name, 0).delay_s for h in spec.hosts}
+        self._has_delay = any(lk.delay_s for lk in spec.links)
         self.down: set[frozenset[str]] = set()
         self._set_next_hops(shortest_next_hops(spec))
         # ECN per queue in the data plane's packet form (kmin/kmax in packets, pmax/65535)
@@ -169,6 +170,10 @@ class Fabric:
 
     def _set_next_hops(self, table: dict[str, dict[str, tuple[int, ...]]]) -> None:
         self.next_hops = table
+        # switch -> destination -> ECMP members as (queue index, next node)
+        self._members = {sw: {dst: tuple((self.index[(sw, port)], self._peer[(sw, port)])
+                                         for port in group) for dst, group in t.items()}
+                         for sw, t in table.items()}
         self._cache: dict[tuple[str, str, int], tuple[int, ...] | None] = {}
         self._max_group = max((len(g) for t in table.values() for g in t.values()), default=1)
 
@@ -186,16 +191,16 @@ class Fabric:
 
     def _walk(self, src: str, dst: str, h: int) -> list[int] | None:
         sw = self._host_switch[src]
-        if frozenset((src, sw)) in self.down:
+        if self.down and frozenset((src, sw)) in self.down:
             return None
         out: list[int] = []
+        members = self._members
         while True:
-            group = self.next_hops.get(sw, {}).get(dst)
+            group = members.get(sw, {}).get(dst)
             if not group or len(out) > 64:
                 return None
-            port = group[h % len(group)]
-            out.append(self.index[(sw, port)])
-            peer = self._peer[(sw, port)]
+            q, peer = group[h % len(group)]
+            out.append(q)
             if peer == dst:
                 return out
             sw = peer
@@ -212,4 +217,6 @@ class Fabric:
 
     def path_delay_s(self, src: str, dst: str, path: list[int]) -> float:
         """One-way propagation delay of a path (links' delay_s; 0 for the built-ins)."""
+        if not self._has_delay:  # the built-in topologies
+            return 0.0
         return float(self._host_delay[src] + self.delay_s[path].sum())

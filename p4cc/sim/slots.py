@@ -9,7 +9,8 @@ from p4cc.errors import ConfigError
 from p4cc.scale import Scale
 from p4cc.sim.cc import CcHook
 from p4cc.sim.fabric import Fabric
-
+from p4cc.sim.flows import FlowTable
+from p4cc.sim.telemetry import PortCounters
 
 #: Per-slot float values of a fresh flow (reset together at admission).
 FRESH = (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
@@ -17,11 +18,20 @@ FRESH = (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
 
 
 class SlotPool:
-    """Arrays with one entry per slot of the flow pool (rows of (slot, hop) for paths)."""
+    """Arrays with one entry per slot of the flow pool (rows of (slot, hop) for paths),
+    and the completion of flows (the engine admits them and steps them)."""
 
     scale: Scale
     fabric: Fabric
+    flows: FlowTable
+    counters: PortCounters
     cc: CcHook
+    dt: float
+    elephant_bytes: int
+    _has_stop: bool
+    _serve: np.ndarray  # bytes each queue sends per step
+    _dep_q: np.ndarray  # bytes each queue sent in the last step
+    _q_new: np.ndarray  # each queue's depth after the last step
     H: int  # hop columns
     L: int  # index of the dummy queue
     D: int  # CNP / loss ring length (steps)
@@ -138,6 +148,66 @@ class SlotPool:
         """Per-step scratch arrays and indices that depend on (cap, H)."""
         self.lastflat = self._ar * self.H + self.last_hop
         self._m_in = np.zeros((self.cap, self.H))  # column 0 stays 0 (no marks at hop 0)
+
+    # -- completion ------------------------------------------------------------------
+    def _finish(self, t0: float, done: np.ndarray) -> None:
+        act = self.active
+        done = done & act
+        if self._has_stop:
+            stop_now = act & (self.stop <= self.t) & (self.remaining > 0)
+            self.remaining[stop_now] = 0.0
+            done |= act & (self.remaining <= 0) & (self.stop <= self.t) & (
+                self.b.sum(axis=1) + self.prev_dep.sum(axis=1) <= 1e-9)
+        if not done.any():
+            return
+        idx = done.nonzero()[0]
+        rows = self.row[idx]
+        fl = self.flows
+        end = self._final_ack(t0, idx, rows)
+        fl.end[rows] = end
+        fl.delivered[rows] = self.delivered[idx]
+        fl.drops[rows] = self.lost[idx]
+        fl.retx[rows] = self.retx[idx]
+        fl.cnps[rows] = self.cnps[idx]
+        seen = self.seen[idx]
+        if seen.any():
+            k = seen.nonzero()
+            self.counters.pairs.append(np.column_stack([
+                self.path[idx][k], self.src_i[idx][k[0]], rows[k[0]],
+                (self.sent[idx][k[0]] >= self.elephant_bytes).astype(np.int64)]))
+        self.active[idx] = self.ok[idx] = False
+        self.thr[idx] = np.inf
+        self.row[idx] = -1
+        self.path[idx] = self.L
+        self.b[idx] = self.prev_dep[idx] = 0.0
+        self.remaining[idx] = 0.0
+        self.cc.reset_slots(idx, self.t, self.line[idx])  # idle CC state, no timers
+        self.free.extend(int(i) for i in idx[::-1])
+        for row, e in zip(rows.tolist(), end.tolist(), strict=True):
+            fl.release(row, e)
+
+    def _final_ack(self, t0: float, idx: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """When the final ACK of flows ``idx``, whose last byte left its last queue in
+        the step from ``t0``, reaches the sender.
+
+        The last byte leaves at ``t0 + dt·(busy fraction of that queue in the step)``
+        (the fluid queue sends at its rate from the start of the step), never before the
+        flow could have been serialised at line rate through its hops; it reaches the
+        receiver after the lumped forward delay, and the ACK comes back after half the
+        path RTT plus the queueing delay now on the reverse path (ACKs take no queue
+        space in the model).  A lone flow of S wire bytes: FCT = S·8/rate + RTT.
+        """
+        fl, fab = self.flows, self.fabric
+        lastq = self.path[idx, self.last_hop[idx]]
+        t_tx = t0 + self.dt * np.minimum(self._dep_q[lastq] / self._serve[lastq], 1.0)
+        size = self.size[idx]
+        finite = np.isfinite(size)
+        if finite.any():
+            least = (fl.begun[rows] + self.last_hop[idx] * self.dt
+                     + np.where(finite, size, 0.0) * 8.0 / self.line[idx])
+            t_tx = np.where(finite, np.maximum(t_tx, least), t_tx)
+        back = (self._q_new / fab.rate_bps * 8.0)[self.rpath[idx]].sum(axis=1)
+        return t_tx + self.fwd[idx] + self.rtt0[idx] / 2 + back
 
     # -- admission and routing -------------------------------------------------------
     def _widen(self, h: int) -> None:

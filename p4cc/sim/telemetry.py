@@ -96,7 +96,7 @@ class PortCounters:
         out = []
         for vals in cols:
             rec = new(PortTelemetry)
-            rec.__dict__.update(zip(names, vals))
+            rec.__dict__.update(zip(names, vals, strict=True))
             out.append(rec)
         self.clear(t)
         return out

@@ -183,7 +183,10 @@ class Fabric:
         return out
 
     def host(self, name: str) -> Any:
+        """The Mininet host node ``name`` (run commands with ``.cmd``/``.popen``)."""
         self.topo.host(name)  # ConfigError for unknown names
+        if self.net is None:
+            raise SwitchError(f"fabric {self.topo.name!r} is not running: start() it first")
         return self.net.get(name)
 
     def check(self) -> None:

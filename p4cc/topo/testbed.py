@@ -47,7 +47,8 @@ class TestbedConfig:
     settings: tuple[str, ...] = ("SECN1", "SECN2")
     duration_s: float = 10.0
     interval_s: float = 0.5
-    load: float = 1.5  # offered load at the bottleneck / its link rate
+    load: float = 1.5  # offered load at the bottleneck / its link rate (iperf3 traffic)
+    traffic: str = "iperf3"  # iperf3 (fixed-rate UDP, ECT(0)) | dcqcn | rlcc (p4cc host)
     out_dir: Path | None = None
     bmv2_log: bool = False
     pcap: bool = False
@@ -56,6 +57,8 @@ class TestbedConfig:
     def validate(self) -> TestbedConfig:
         if self.backend not in ("auto", "bmv2", "sim"):
             raise ConfigError(f"backend {self.backend!r} must be auto, bmv2 or sim")
+        if self.traffic not in ("iperf3", "dcqcn", "rlcc"):
+            raise ConfigError(f"traffic {self.traffic!r} must be iperf3, dcqcn or rlcc")
         if not self.settings:
             raise ConfigError("give at least one ECN setting, e.g. --settings SECN1,SECN2")
         if not 0.5 <= self.duration_s <= 3600:
@@ -137,6 +140,37 @@ class Incast:
                 p.kill()
                 p.wait(timeout=3)
         self.procs.clear()
+
+
+class HostccIncast(Incast):
+    """p4cc's own senders (``p4cc host send --cc dcqcn|rlcc``) -> ``p4cc host recv``:
+    long flows that react to the switch's marks through CNPs (p4cc.hostcc)."""
+
+    def __init__(self, fabric: Fabric, receiver: str, senders: list[str], cc: str,
+                 duration_s: float, out_dir: Path) -> None:
+        self.fabric, self.receiver, self.senders = fabric, receiver, senders
+        self.cc, self.duration_s, self.out_dir = cc, duration_s, out_dir
+        self.procs = []
+
+    def start(self) -> None:
+        import sys
+
+        topo = self.fabric.topo
+        py = [sys.executable, "-m", "p4cc", "host"]
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        rx = self.fabric.host(self.receiver)
+        self.procs.append(rx.popen(
+            [*py, "recv", "--scale", topo.scale.name, "--out", str(self.out_dir / "recv")],
+            stdout=subprocess.DEVNULL, stderr=open(self.out_dir / "recv.err", "w")))
+        # long enough to last the phase at the full line rate
+        size = int(topo.scale.link_rate_bps * self.duration_s / 8) * 2
+        dst = topo.host(self.receiver).ip
+        for name in self.senders:
+            self.procs.append(self.fabric.host(name).popen(
+                [*py, "send", "--dst", dst, "--size", str(size), "--cc", self.cc,
+                 "--scale", topo.scale.name, "--deadline", f"{self.duration_s + 5:g}",
+                 "--out", str(self.out_dir / name)],
+                stdout=subprocess.DEVNULL, stderr=open(self.out_dir / f"{name}.err", "w")))
 
 
 # -- summary ---------------------------------------------------------------------------
@@ -286,7 +320,12 @@ def _run_sim(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig],
 def _run_phase(fabric: Fabric, ctl: FabricControl, cfg: TestbedConfig, receiver: str,
                senders: list[str], rate: float, payload: int) -> list[PortTelemetry]:
     """Traffic for ``duration_s``; the records of the intervals after the first."""
-    incast = Incast(fabric, receiver, senders, rate, payload, cfg.duration_s)
+    incast: Incast
+    if cfg.traffic == "iperf3":
+        incast = Incast(fabric, receiver, senders, rate, payload, cfg.duration_s)
+    else:
+        incast = HostccIncast(fabric, receiver, senders, cfg.traffic, cfg.duration_s,
+                              (cfg.out_dir or Path("runs")) / "hosts" / f"{time.time():.0f}")
     try:
         incast.start()
         t0 = ctl.now()

@@ -28,12 +28,20 @@ control Ecn(inout headers_t hdr,
     counter(MAX_PORTS, CounterType.packets_and_bytes) port_marked;
 
     /* Thresholds are action parameters of the per-(port, queue) entry so the control
-     * plane retunes them with one P4Runtime MODIFY (REFERENCE §1). */
+     * plane retunes them with one P4Runtime MODIFY (REFERENCE §1).  The whole decision
+     * is inside the action, branch-free, because every extra condition or action is a
+     * BMv2 pipeline step that costs throughput (docs/dataplane.md).  The table is
+     * applied to ECT packets only, so non-ECT packets are never marked. */
     action set_ecn(qdepth_t kmin, qdepth_t kmax, pmax_t pmax) {
-        meta.ecn_enabled = 1;
-        meta.ecn_kmin = kmin;
-        meta.ecn_kmax = kmax;
-        meta.ecn_pmax = pmax;
+        qdepth_t q = standard_metadata.enq_qdepth;
+        bit<48> u;
+        /* random() takes run-time bounds on BMv2 (REFERENCE §1); drawn for every ECT
+         * packet, used only between the thresholds. */
+        random(u, (bit<48>)0, RED_U_MAX);
+        bit<48> lhs = u * (bit<48>)(kmax - kmin);
+        bit<48> rhs = (bit<48>)pmax * (bit<48>)(q - kmin);
+        bool mark = q >= kmax || (q >= kmin && lhs < rhs);
+        hdr.ipv4.ecn = mark ? ECN_CE : hdr.ipv4.ecn;
     }
 
     table ecn_config {
@@ -48,30 +56,10 @@ control Ecn(inout headers_t hdr,
         size = 512;
     }
 
-    action mark_ce() {
-        hdr.ipv4.ecn = ECN_CE;
-    }
-
     apply {
         meta.qid = (bit<5>)standard_metadata.priority;
-        if (hdr.ipv4.isValid() &&
-                (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1)) {
+        if (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1) {
             ecn_config.apply();
-            if (meta.ecn_enabled == 1) {
-                qdepth_t q = standard_metadata.enq_qdepth;
-                if (q >= meta.ecn_kmax) {
-                    mark_ce();
-                } else if (q >= meta.ecn_kmin) {
-                    bit<48> u;
-                    /* random() takes run-time bounds on BMv2 (REFERENCE §1). */
-                    random(u, (bit<48>)0, RED_U_MAX);
-                    bit<48> lhs = u * (bit<48>)(meta.ecn_kmax - meta.ecn_kmin);
-                    bit<48> rhs = (bit<48>)meta.ecn_pmax * (bit<48>)(q - meta.ecn_kmin);
-                    if (lhs < rhs) {
-                        mark_ce();
-                    }
-                }
-            }
         }
 
         if (standard_metadata.egress_port <= MAX_PORT_INDEX) {

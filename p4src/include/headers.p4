@@ -241,11 +241,6 @@ struct metadata_t {
      * here instead: the priority queue ingress chose; 0 (the only queue) unless BMv2
      * runs with --priority-queues and ingress sets a priority, which p4cc does not. */
     bit<5>      qid;
-    /* ECN (egress) */
-    bit<1>      ecn_enabled;
-    qdepth_t    ecn_kmin;
-    qdepth_t    ecn_kmax;
-    pmax_t      ecn_pmax;
     /* INT parse bookkeeping */
     bit<8>      int_hops_left;
     /* Preserved for the INT report clone. */

@@ -11,7 +11,7 @@
  * are indexed by flow hash, so packets of different ports (different threads) can hit
  * the same cell at the same time.  BMv2 locks every register array an action touches
  * for the duration of that action (bm_sim RegisterSync), so each read-add-write below
- * sits in ONE action (sketch_update) and no update is lost.  What can still interleave
+ * sits in ONE action (update_all) and no update is lost.  What can still interleave
  * is the control plane's reset (two Thrift calls, one per row) with packets: for a
  * moment one row counts since the old reset and the other since the new one; the
  * estimate is the min of the two, so it is at most too low for one polling interval,
@@ -45,30 +45,48 @@ control Telemetry(inout headers_t hdr,
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r0;
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r1;
 
-    bit<8>  src_hash;       // bit position of hash(ipv4 src) in the 256-bit bitmap
-    bit<8>  flow_hash;      // bit position of hash(5-tuple)
-    bit<32> sketch_est;     // min over the rows after this packet's update
-
-    action queue_stats(bit<32> port) {
+    /* Everything per packet in ONE action: BMv2 runs each action atomically with
+     * respect to the register arrays it touches (see above), and every extra action
+     * or condition is a pipeline step that costs BMv2 throughput (docs/dataplane.md). */
+    action update_all(bit<32> port) {
         bit<64> v64;
         bit<32> v32;
+        bitmap_word_t w;
+        bit<8>  src_hash;   // bit position of hash(ipv4 src) in the 256-bit bitmap
+        bit<8>  flow_hash;  // bit position of hash(5-tuple)
+        bit<32> i0;
+        bit<32> i1;
+        bit<32> c0;
+        bit<32> c1;
+
+        /* queue statistics */
         q_enq_sum.read(v64, port);
         q_enq_sum.write(port, v64 + (bit<64>)standard_metadata.enq_qdepth);
         q_enq_cnt.read(v64, port);
         q_enq_cnt.write(port, v64 + 1);
         q_enq_max.read(v32, port);
-        q_enq_max.write(port, (v32 > (bit<32>)standard_metadata.enq_qdepth) ? v32
-                                                         : (bit<32>)standard_metadata.enq_qdepth);
+        q_enq_max.write(port, (v32 > (bit<32>)standard_metadata.enq_qdepth)
+                              ? v32 : (bit<32>)standard_metadata.enq_qdepth);
         q_sojourn_sum.read(v64, port);
         q_sojourn_sum.write(port, v64 + (bit<64>)standard_metadata.deq_timedelta);
-    }
 
-    /* Read-add-write of both rows in one action (atomic on BMv2, see above). */
-    action sketch_update() {
-        bit<32> i0;
-        bit<32> i1;
-        bit<32> c0;
-        bit<32> c1;
+        /* incast degree: set bit hash(src) of the port's bitmap (word = bit / 64) */
+        hash(src_hash, HashAlgorithm.crc16, (bit<8>)0, { hdr.ipv4.src_addr }, (bit<16>)256);
+        bit<32> si = port * BITMAP_WORDS + (bit<32>)(src_hash >> 6);
+        incast_bits.read(w, si);
+        incast_bits.write(si, w | ((bitmap_word_t)1 << (src_hash & 63)));
+
+        /* flow count: set bit hash(5-tuple) */
+        hash(flow_hash, HashAlgorithm.crc16, (bit<8>)0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_sport, meta.l4_dport }, (bit<16>)256);
+        bit<32> fi = port * BITMAP_WORDS + (bit<32>)(flow_hash >> 6);
+        bitmap_word_t fbit = (bitmap_word_t)1 << (flow_hash & 63);
+        flow_bits.read(w, fi);
+        flow_bits.write(fi, w | fbit);
+
+        /* count-min sketch: two rows, different hash functions and field orders.
+         * 32 bits hold 4 GB per interval; the control plane resets the rows first. */
         hash(i0, HashAlgorithm.crc32, (bit<32>)0,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
                meta.l4_sport, meta.l4_dport }, SKETCH_ROWS_SIZE);
@@ -76,56 +94,21 @@ control Telemetry(inout headers_t hdr,
              { hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dport, meta.l4_sport,
                hdr.ipv4.protocol }, SKETCH_ROWS_SIZE);
         flow_bytes_r0.read(c0, i0);
-        /* 32 bits hold 4 GB per interval; the control plane resets the rows long before. */
         c0 = c0 + standard_metadata.packet_length;
         flow_bytes_r0.write(i0, c0);
         flow_bytes_r1.read(c1, i1);
         c1 = c1 + standard_metadata.packet_length;
         flow_bytes_r1.write(i1, c1);
-        sketch_est = (c0 < c1) ? c0 : c1;
-    }
 
-    /* Set bit `pos` of a port's 256-bit bitmap (4 words; word = pos / 64). */
-    action set_bit_incast(bit<32> port) {
-        bit<32> idx = port * BITMAP_WORDS + (bit<32>)(src_hash >> 6);
-        bitmap_word_t w;
-        incast_bits.read(w, idx);
-        incast_bits.write(idx, w | ((bitmap_word_t)1 << (bit<8>)(src_hash & 63)));
-    }
-
-    action set_bit_flow(bit<32> port) {
-        bit<32> idx = port * BITMAP_WORDS + (bit<32>)(flow_hash >> 6);
-        bitmap_word_t w;
-        flow_bits.read(w, idx);
-        flow_bits.write(idx, w | ((bitmap_word_t)1 << (bit<8>)(flow_hash & 63)));
-    }
-
-    action set_bit_elephant(bit<32> port) {
-        bit<32> idx = port * BITMAP_WORDS + (bit<32>)(flow_hash >> 6);
-        bitmap_word_t w;
-        elephant_bits.read(w, idx);
-        elephant_bits.write(idx, w | ((bitmap_word_t)1 << (bit<8>)(flow_hash & 63)));
+        /* elephant: the flow's bit once min(c0, c1) >= elephant_bytes (branch-free) */
+        bit<32> est = (c0 < c1) ? c0 : c1;
+        elephant_bits.read(w, fi);
+        elephant_bits.write(fi, w | ((est >= meta.elephant_bytes) ? fbit : 0));
     }
 
     apply {
-        if (standard_metadata.egress_port > MAX_PORT_INDEX) {
-            return;
-        }
-        bit<32> port = (bit<32>)standard_metadata.egress_port;
-        queue_stats(port);
-
-        if (hdr.ipv4.isValid()) {
-            hash(src_hash, HashAlgorithm.crc16, (bit<8>)0, { hdr.ipv4.src_addr },
-                 (bit<16>)256);
-            hash(flow_hash, HashAlgorithm.crc16, (bit<8>)0,
-                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-                   meta.l4_sport, meta.l4_dport }, (bit<16>)256);
-            set_bit_incast(port);
-            set_bit_flow(port);
-            sketch_update();
-            if (sketch_est >= meta.elephant_bytes) {
-                set_bit_elephant(port);
-            }
+        if (standard_metadata.egress_port <= MAX_PORT_INDEX && hdr.ipv4.isValid()) {
+            update_all((bit<32>)standard_metadata.egress_port);
         }
     }
 }
