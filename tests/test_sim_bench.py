@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from p4cc.sim import bench, ns3bench
@@ -22,6 +23,9 @@ def test_ns3_case_skips_with_reason_when_bindings_missing(monkeypatch: pytest.Mo
     rec = ns3bench.ns3_incast(1e-3, p4cc_case)
     assert rec["case"] == "ns3_incast_8to1"
     assert "ns3" in rec["skipped"] and not ran  # no wasted p4cc run either
+    rec = ns3bench.ns3_leafspine(1e-3, pd.DataFrame(), [], (1, 1, 1), p4cc_case)
+    assert rec["case"] == "ns3_leafspine288_websearch60"
+    assert "ns3" in rec["skipped"] and not ran
 
 
 def test_incast_case_reports_rates() -> None:

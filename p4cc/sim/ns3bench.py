@@ -201,7 +201,7 @@ def ns3_leafspine(sim_s: float, schedule: pd.DataFrame, hosts: list[str],
         for t0, src, dst, size in zip(schedule["start_s"].to_numpy(float),
                                       schedule["src"].astype(str), schedule["dst"].astype(str),
                                       schedule["size_bytes"].to_numpy(np.int64), strict=True):
-            f.write(f"{t0!r},{index[src]},{index[dst]},{size}\n")
+            f.write(f"{float(t0)!r},{index[src]},{index[dst]},{int(size)}\n")
     try:
         res, err = _run(NS3_LEAFSPINE_SCRIPT, [repr(sim_s), f.name, *map(str, shape)],
                         timeout_s)

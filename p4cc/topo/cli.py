@@ -41,6 +41,7 @@ def _testbed(args: argparse.Namespace) -> int:
         topo=args.topo, scale=args.scale, backend=args.backend,
         settings=tuple(s.strip() for s in args.settings.split(",") if s.strip()),
         duration_s=args.duration, interval_s=args.interval, load=args.load,
+        traffic=args.traffic,
         out_dir=Path(args.out) if args.out else None,
         bmv2_log=args.bmv2_log, pcap=args.pcap,
     )
@@ -75,6 +76,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--interval", type=float, default=0.5, help="telemetry poll interval (s)")
     p.add_argument("--load", type=float, default=1.5,
                    help="offered load at the bottleneck, as a multiple of its link rate")
+    p.add_argument("--traffic", choices=("iperf3", "dcqcn", "rlcc"), default="iperf3",
+                   help="iperf3: fixed-rate UDP marked ECT(0) at --load; dcqcn/rlcc: "
+                   "p4cc's own senders (`p4cc host`), which react to marks")
     p.add_argument("--out", default=None, help="output directory (default runs/testbed-<time>)")
     p.add_argument("--bmv2-log", action="store_true", help="BMv2 packet log (slow)")
     p.add_argument("--pcap", action="store_true", help="pcap per switch port (slow)")

@@ -142,7 +142,10 @@ class FabricControl:
             return [r for r in self._records if t0 <= r.t_s <= t1]
 
     def latest(self, switch: str, port: int) -> PortTelemetry | None:
-        self._control(switch)
+        """The newest record of ``switch``'s ``port`` (None before the first interval)."""
+        ctl = self._control(switch)
+        if port not in ctl.ports:
+            raise ConfigError(f"{switch} has no port {port}; ports are {list(ctl.ports)}")
         with self._rec_lock:
             return self._latest.get((switch, port))
 

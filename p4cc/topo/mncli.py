@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from p4cc.controlplane.ecn import EcnConfig
@@ -64,6 +65,10 @@ def format_telemetry(rec: PortTelemetry | None, switch: str, port: int) -> str:
 def make_cli(fabric: Fabric, ctl: FabricControl) -> None:
     """Run Mininet's CLI (returns when the user exits it)."""
     from mininet.cli import CLI
+    from mininet.log import setLogLevel
+
+    setLogLevel("output")  # the CLI prints command output at this level
+    logging.getLogger("mininet").propagate = False  # Mininet has its own handler
 
     class P4ccCLI(CLI):
         prompt = "p4cc> "

@@ -158,19 +158,21 @@ class HostccIncast(Incast):
         topo = self.fabric.topo
         py = [sys.executable, "-m", "p4cc", "host"]
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        rx = self.fabric.host(self.receiver)
-        self.procs.append(rx.popen(
-            [*py, "recv", "--scale", topo.scale.name, "--out", str(self.out_dir / "recv")],
-            stdout=subprocess.DEVNULL, stderr=open(self.out_dir / "recv.err", "w")))
+        self._spawn(self.receiver, [*py, "recv", "--scale", topo.scale.name,
+                                    "--out", str(self.out_dir / "recv")])
         # long enough to last the phase at the full line rate
         size = int(topo.scale.link_rate_bps * self.duration_s / 8) * 2
         dst = topo.host(self.receiver).ip
         for name in self.senders:
-            self.procs.append(self.fabric.host(name).popen(
-                [*py, "send", "--dst", dst, "--size", str(size), "--cc", self.cc,
-                 "--scale", topo.scale.name, "--deadline", f"{self.duration_s + 5:g}",
-                 "--out", str(self.out_dir / name)],
-                stdout=subprocess.DEVNULL, stderr=open(self.out_dir / f"{name}.err", "w")))
+            self._spawn(name, [*py, "send", "--dst", dst, "--size", str(size), "--cc", self.cc,
+                               "--scale", topo.scale.name, "--deadline",
+                               f"{self.duration_s + 5:g}", "--out", str(self.out_dir / name)])
+
+    def _spawn(self, host: str, cmd: list[str]) -> None:
+        """Run ``cmd`` in ``host``'s namespace; its output goes to <out_dir>/<host>.log."""
+        with open(self.out_dir / f"{host}.log", "w") as log_file:
+            self.procs.append(self.fabric.host(host).popen(cmd, stdout=log_file,
+                                                           stderr=subprocess.STDOUT))
 
 
 # -- summary ---------------------------------------------------------------------------
@@ -281,10 +283,13 @@ def _run_bmv2(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig]
     with Fabric(topo, opts) as fabric, FabricControl(fabric, cfg.interval_s) as ctl:
         with open(out / "telemetry.jsonl", "w") as tel:
             for name, ecn in settings.items():
+                how = (f"iperf3 UDP ECT(0) at {rate / 1e6:.2f} Mb/s each" if cfg.traffic == "iperf3"
+                       else f"p4cc host senders, {cfg.traffic}")
                 print(f"== {name}: {ecn.describe()}; incast {', '.join(senders)} -> {receiver}"
-                      f" at {rate / 1e6:.2f} Mb/s each for {cfg.duration_s:g} s", flush=True)
+                      f", {how}, {cfg.duration_s:g} s", flush=True)
                 ctl.set_ecn_all(ecn)
-                records = _run_phase(fabric, ctl, cfg, receiver, senders, rate, payload)
+                records = _run_phase(fabric, ctl, cfg, receiver, senders, rate, payload,
+                                     out / "hosts" / name)
                 for r in records:
                     tel.write(json.dumps({"setting": name, **r.to_row()}) + "\n")
                 rows += summarize(name, records)
@@ -318,14 +323,14 @@ def _run_sim(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig],
 
 
 def _run_phase(fabric: Fabric, ctl: FabricControl, cfg: TestbedConfig, receiver: str,
-               senders: list[str], rate: float, payload: int) -> list[PortTelemetry]:
+               senders: list[str], rate: float, payload: int,
+               host_out: Path) -> list[PortTelemetry]:
     """Traffic for ``duration_s``; the records of the intervals after the first."""
     incast: Incast
     if cfg.traffic == "iperf3":
         incast = Incast(fabric, receiver, senders, rate, payload, cfg.duration_s)
     else:
-        incast = HostccIncast(fabric, receiver, senders, cfg.traffic, cfg.duration_s,
-                              (cfg.out_dir or Path("runs")) / "hosts" / f"{time.time():.0f}")
+        incast = HostccIncast(fabric, receiver, senders, cfg.traffic, cfg.duration_s, host_out)
     try:
         incast.start()
         t0 = ctl.now()

@@ -1,0 +1,174 @@
+"""Host-side processes of a BMv2 run: receivers, synchronised senders, iperf3, records.
+
+Every process runs inside its Mininet host (``host.popen``) with this venv's Python and
+writes under ``<run>/hosts/<host>/``.  Senders must start their schedules at one common
+instant ``t0``, but a Python process needs a second or more to import p4cc on a busy
+two-core machine, so each sender is started through this module's ``__main__``
+(``python -m p4cc.traffic.bmv2_hosts --ready R --go G -- host send ...``): it imports
+p4cc, creates ``R``, waits for ``G`` (written by the backend once every sender is
+ready; it holds t0 as a Unix time), waits until t0 and then runs ``p4cc host send``
+unchanged.  Flow start times in the ``--schedule`` file are therefore relative to t0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from p4cc.errors import P4ccError
+
+#: give up waiting for the go file after this long (the backend died)
+GO_TIMEOUT_S = 120.0
+#: how often a waiting sender looks for the go file
+GO_POLL_S = 0.01
+
+
+@dataclass
+class HostProc:
+    """One process started in a host; stopped by PID."""
+
+    host: str
+    role: str  # recv | send | iperf3-server | iperf3-client
+    proc: Any  # subprocess.Popen (Mininet's popen)
+    out_dir: Path
+    log_path: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return int(self.proc.pid)
+
+    def alive(self) -> bool:
+        return bool(self.proc.poll() is None)
+
+
+def spawn(node: Any, host: str, role: str, argv: list[str], out_dir: Path,
+          log_name: str, **meta: Any) -> HostProc:
+    """Start ``argv`` in Mininet host ``node``; stdout+stderr to ``out_dir/log_name``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / log_name
+    with open(log_path, "w") as fh:
+        proc = node.popen(argv, stdout=fh, stderr=subprocess.STDOUT, cwd=str(out_dir))
+    return HostProc(host, role, proc, out_dir, log_path, dict(meta))
+
+
+def stop_all(procs: Sequence[HostProc], grace_s: float = 8.0) -> list[str]:
+    """SIGTERM every live process, wait up to ``grace_s`` (they write their records),
+    SIGKILL the rest.  Returns what needed killing."""
+    for p in procs:
+        if p.alive():
+            try:
+                p.proc.send_signal(signal.SIGTERM)
+            except OSError:
+                pass
+    deadline = time.monotonic() + grace_s
+    killed = []
+    for p in procs:
+        try:
+            p.proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.proc.kill()
+            p.proc.wait(timeout=5)
+            killed.append(f"{p.host}:{p.role} pid {p.pid}")
+    return killed
+
+
+def wait_for_text(path: Path, text: str, deadline: float, procs: Sequence[HostProc] = ()
+                  ) -> bool:
+    """Poll ``path`` until it contains ``text`` (or a process in ``procs`` died)."""
+    while time.monotonic() < deadline:
+        try:
+            if text in path.read_text():
+                return True
+        except OSError:
+            pass
+        for p in procs:
+            if not p.alive():
+                return False
+        time.sleep(0.02)  # poll interval of the readiness condition
+    return False
+
+
+# -- reading the records back ------------------------------------------------------------
+def read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def num(v: Any, default: float = math.nan) -> float:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return default
+    return x
+
+
+def truthy(v: Any) -> bool:
+    return str(v).strip().lower() in ("true", "1", "yes")
+
+
+def iter_trace_rows(path: Path, host: str, offset_s: float,
+                    flow_ids: Sequence[int]) -> Iterator[dict[str, Any]]:
+    """trace.csv rows of one sender as hostcc rows: ``t_s`` on the run clock,
+    ``flow_id`` the schedule's id (the sender numbers its flows 1..n in start order)."""
+    for row in read_csv(path):
+        local = int(num(row.get("flow_id"), 0))
+        if not 1 <= local <= len(flow_ids):
+            continue
+        out: dict[str, Any] = {"t_s": num(row.get("t")) + offset_s, "host": host,
+                               "flow_id": flow_ids[local - 1],
+                               "rate_bps": num(row.get("rate_bps"))}
+        for k, v in row.items():
+            if k not in ("t", "flow_id", "rate_bps") and k is not None:
+                out[k] = v
+        yield out
+
+
+# -- the synchronised sender wrapper (__main__) -----------------------------------------
+def _main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m p4cc.traffic.bmv2_hosts")
+    parser.add_argument("--ready", required=True, help="file to create once imported")
+    parser.add_argument("--go", required=True, help="file holding t0 (Unix time)")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- p4cc arguments")
+    args = parser.parse_args(argv)
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    import p4cc.cli  # noqa: F401  (the import cost is paid before t0)
+    import p4cc.hostcc.cc  # noqa: F401
+    import p4cc.hostcc.cli  # noqa: F401
+
+    Path(args.ready).write_text(str(os.getpid()))
+    go = Path(args.go)
+    deadline = time.monotonic() + GO_TIMEOUT_S
+    while not go.is_file():
+        if time.monotonic() > deadline:
+            print(f"bmv2_hosts: no go file {go} within {GO_TIMEOUT_S:g} s", file=sys.stderr)
+            return 3
+        time.sleep(GO_POLL_S)  # poll interval of the go condition
+    t0 = float(go.read_text().strip())
+    delay = t0 - time.time()
+    if delay > 0:
+        time.sleep(delay)  # waiting for a wall-clock instant, not for a condition
+    from p4cc.cli import main
+
+    return main(rest)
+
+
+class HostsError(P4ccError):
+    """A host process failed to start."""
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
