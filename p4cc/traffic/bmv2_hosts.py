@@ -148,6 +148,13 @@ def _main(argv: Sequence[str] | None = None) -> int:
     import p4cc.cli  # noqa: F401  (the import cost is paid before t0)
     import p4cc.hostcc.cc  # noqa: F401
     import p4cc.hostcc.cli  # noqa: F401
+    import p4cc.hostcc.pacing  # noqa: F401
+    import p4cc.hostcc.sender  # noqa: F401
+
+    try:  # the HTB pacer's netlink library, imported lazily by the sender
+        import pyroute2  # noqa: F401
+    except ImportError:
+        pass
 
     Path(args.ready).write_text(str(os.getpid()))
     go = Path(args.go)

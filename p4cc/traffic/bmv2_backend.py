@@ -1,0 +1,525 @@
+"""``Bmv2Backend``: p4cc.traffic.backend.Backend played on Mininet + BMv2 (docs/emulation.md).
+
+One run: build the Fabric, push p4cc's pipeline and static settings to every switch
+(SwitchControl.setup), give every switch one ControlLoop running the agent variant every
+``spec.interval_s``, start ``p4cc host recv`` in every destination host and one
+synchronised ``p4cc host send --schedule`` per source host (bmv2_hosts), iperf3 for
+``bulk`` rows, link events with ``ip link set``; after ``duration_s`` stop everything
+by PID and read the hosts' records back into the sink.  Telemetry, agent actions and
+INT reports go to the sink while the run goes (the loop threads queue them; only the
+main thread writes).  Everything started is stopped in ``finally`` (also on SIGINT or
+SIGTERM, which the runner turns into KeyboardInterrupt), so an interrupted run keeps
+its partial results and leaves no process or interface behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from p4cc.errors import ConfigError, P4ccError, ToolMissingError
+from p4cc.scale import Scale
+from p4cc.topo.spec import TopoSpec
+from p4cc.traffic import bmv2_hosts as hp
+from p4cc.traffic.spec import ExperimentSpec
+
+log = logging.getLogger(__name__)
+
+#: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
+#: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
+#: processes (~10-20 % of a core each); beyond these the processes starve each other
+#: and BMv2's queue rate stops being the bottleneck (measured: docs/emulation.md).
+MAX_SWITCHES = 6
+MAX_HOSTS = 16
+#: BMv2 forwards ~10-20 kpps per switch on this machine without logging; 1000-byte
+#: packets at 20 Mb/s are 2.5 kpps per port, so faster scales are refused.
+MAX_LINK_RATE_BPS = 20e6
+#: Each ControlLoop poll reads 3 counters (P4Runtime) and 7 registers (Thrift) and
+#: resets them: ~10-30 ms per switch here; shorter intervals would overrun.
+MIN_INTERVAL_S = 0.05
+#: INT reports are one PacketIn per watched packet: watch the flows of at most this
+#: many source hosts (the first ones in the schedule), to bound the CPU cost.
+INT_SOURCES = 2
+#: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
+HOST_CC = ("dcqcn", "rlcc")
+IPERF_BASE_PORT = 5301
+STARTUP_TIMEOUT_S = 60.0
+#: lead between the go file and t0, for the senders to see it
+GO_LEAD_S = 0.5
+
+
+def check_spec(spec: ExperimentSpec) -> None:
+    """ConfigError naming what BMv2 cannot honour; ToolMissingError for missing tools."""
+    topo = spec.topo()
+    if len(topo.switches) > MAX_SWITCHES or len(topo.hosts) > MAX_HOSTS:
+        raise ConfigError(
+            f"topology {spec.topology!r} has {len(topo.switches)} switches and "
+            f"{len(topo.hosts)} hosts; the bmv2 backend runs at most {MAX_SWITCHES} switches "
+            f"and {MAX_HOSTS} hosts (one BMv2 process per switch, Python senders per host, on "
+            f"two cores): use a smaller topology, or --backend sim")
+    rates = [lk.rate_bps for lk in topo.links]
+    if max(rates) > MAX_LINK_RATE_BPS:
+        raise ConfigError(
+            f"scale {spec.scale!r} runs links at up to {max(rates) / 1e6:g} Mb/s; the bmv2 "
+            f"backend supports at most {MAX_LINK_RATE_BPS / 1e6:g} Mb/s per link (BMv2 "
+            f"software forwarding): use scale testbed or testbed-fast, or --backend sim")
+    if spec.interval_s < MIN_INTERVAL_S:
+        raise ConfigError(
+            f"interval_s {spec.interval_s:g} s is shorter than the bmv2 backend's minimum "
+            f"{MIN_INTERVAL_S:g} s (one telemetry poll per switch takes ~10-30 ms): raise it")
+    cc = spec.host_cc.partition(":")[0]
+    sized = [w for w in spec.workloads if w.type != "bulk"]
+    if sized and cc not in HOST_CC:
+        raise ConfigError(
+            f"host_cc {spec.host_cc!r} is not available on the bmv2 backend's hosts: sized "
+            f"flows run p4cc's userspace transport with {list(HOST_CC)}; kernel TCP is only "
+            f"used for bulk workloads (iperf3)")
+    for i, w in enumerate(spec.workloads):
+        if w.type == "storage" or (w.type == "partition_aggregate"
+                                   and int(w.p.get("query_bytes", 0)) > 0):
+            raise ConfigError(
+                f"workloads[{i}] ({w.type}) has flows that start when another completes "
+                f"(schedule column 'after'); the bmv2 backend plays start times only: use "
+                f"--backend sim, or partition_aggregate without query_bytes")
+    from p4cc.doctor import bmv2_missing
+
+    missing = bmv2_missing()
+    if missing:
+        raise ToolMissingError(
+            "the bmv2 backend needs: " + "; ".join(f"{c.name} ({c.fix or c.detail})"
+                                                   for c in missing)
+            + " (`p4cc doctor` lists everything); or run with --backend sim")
+    if any(w.type == "bulk" for w in spec.workloads):
+        import shutil
+
+        if shutil.which("iperf3") is None:
+            raise ToolMissingError("bulk workloads on bmv2 need iperf3: apt-get install iperf3")
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Cleanup must not be cut short by a second Ctrl-C/SIGTERM (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _RecordingAgent:
+    """Forwards to the agent; queues what it decided (the ``agent`` table)."""
+
+    def __init__(self, agent: Any, switch: str, out: queue.Queue[tuple[str, Any]],
+                 clock: Any) -> None:
+        self.agent, self.switch, self.out, self.clock = agent, switch, out, clock
+        self.name = agent.name
+
+    def reset(self, ports: Mapping[int, Any]) -> None:
+        self.agent.reset(ports)
+
+    def act(self, obs: Mapping[int, Any]) -> Mapping[int, Any]:
+        todo = self.agent.act(obs)
+        if todo:
+            t = self.clock()
+            self.out.put(("agent", [{"t_s": t, "switch": self.switch, "port": p,
+                                     "kmin_bytes": getattr(s, "kmin_bytes", None),
+                                     "kmax_bytes": getattr(s, "kmax_bytes", None),
+                                     "pmax": getattr(s, "pmax", None)}
+                                    for p, s in dict(todo).items()]))
+        return todo
+
+
+class Bmv2Backend:
+    name = "bmv2"
+
+    def check(self, spec: ExperimentSpec) -> None:
+        check_spec(spec)
+
+    def run(self, spec: ExperimentSpec, schedule: pd.DataFrame, link_events: pd.DataFrame,
+            agent_name: str, sink: Any, progress: Any) -> None:
+        self.check(spec)
+        _Run(spec, schedule, link_events, agent_name, sink, progress).play()
+
+
+class _Run:
+    """State of one bmv2 run (kept out of Bmv2Backend so the backend is reusable)."""
+
+    def __init__(self, spec: ExperimentSpec, schedule: pd.DataFrame,
+                 link_events: pd.DataFrame, agent_name: str, sink: Any, progress: Any) -> None:
+        self.spec, self.agent_name, self.sink, self.progress = spec, agent_name, sink, progress
+        self.topo: TopoSpec = spec.topo()
+        self.scale: Scale = self.topo.scale
+        self.schedule = schedule.sort_values(["start_s", "flow_id"], kind="stable")
+        self.events = link_events.sort_values("t_s", kind="stable") if len(link_events) else \
+            link_events
+        self.root = Path(sink.path)
+        self.hosts_dir = self.root / "hosts"
+        self.q: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self.procs: list[hp.HostProc] = []
+        self.fabric: Any = None
+        self.controls: dict[str, Any] = {}
+        self.loops: list[tuple[Any, threading.Thread]] = []
+        self.collectors: list[Any] = []
+        self.stop_evt = threading.Event()
+        self.t0_mono = 0.0
+        self.t0_epoch = 0.0
+        self.senders: dict[str, list[int]] = {}  # host -> schedule flow ids in start order
+        self.sender_procs: dict[str, hp.HostProc] = {}
+        self.bulk_rows = self.schedule[self.schedule["cls"] == "bulk"]
+        self.bulk: list[hp.HostProc] = []
+
+    def now(self) -> float:
+        """Run time (seconds since t0); 0 before the traffic's t0 is set."""
+        return time.monotonic() - self.t0_mono if self.t0_mono else 0.0
+
+    # -- the run ---------------------------------------------------------------------
+    def play(self) -> None:
+        try:
+            self._start_fabric()
+            self._start_control()
+            self._start_hosts()
+            self._loop()
+        finally:
+            with _signals_deferred():
+                self._teardown()
+
+    def _start_fabric(self) -> None:
+        from p4cc.topo.build import Fabric, FabricOptions
+
+        self.sink.log(f"bmv2: starting fabric {self.topo.name} ({len(self.topo.switches)} "
+                      f"switches, {len(self.topo.hosts)} hosts)")
+        self.fabric = Fabric(self.topo, FabricOptions(out_dir=self.root / "switches"))
+        self.fabric.start()
+
+    def _start_control(self) -> None:
+        """SwitchControl per switch (not FabricControl: its own poll thread would reset
+        the interval registers under the agents' pollers)."""
+        from p4cc.controlplane.agents.static import make_agent
+        from p4cc.controlplane.p4runtime import P4RuntimeClient
+        from p4cc.controlplane.switch import SwitchControl
+        from p4cc.controlplane.thrift import ThriftClient
+
+        opts = self.fabric.options
+        for sw in self.topo.switches:
+            device_id, grpc_addr, thrift_port = self.fabric.endpoints()[sw.name]
+            ctl = SwitchControl(sw, self.topo, opts.p4info, opts.p4_json,
+                                p4rt=P4RuntimeClient(grpc_addr, device_id),
+                                thrift=ThriftClient(f"127.0.0.1:{thrift_port}", opts.p4_json))
+            self.controls[sw.name] = ctl
+            ctl.connect()
+            ctl.setup()
+        self.agents = {}
+        for name, ctl in self.controls.items():
+            agent = _RecordingAgent(make_agent(self.agent_name, self.scale), name, self.q,
+                                    self.now)
+            agent.reset(ctl.ecn)
+            first = dict(agent.act({}))  # static settings before any traffic
+            if first:
+                for p, cfg in first.items():
+                    cfg.validate(self.scale.buffer_bytes)
+                    _ = p
+                ctl.set_ecn_all(first)
+            self.agents[name] = agent
+        if "int" in self.spec.outputs:
+            self._watch_int()
+
+    def _watch_int(self) -> None:
+        sources = list(dict.fromkeys(str(s) for s in self.schedule.loc[
+            self.schedule["cls"] != "bulk", "src"]))[:INT_SOURCES]
+        for src in sources:
+            ip = self.topo.host(src).ip
+            for ctl in self.controls.values():
+                ctl.add_int_watch(src=ip, proto=17, dport=4791)
+        self.sink.log(f"bmv2: INT on the p4cc flows of {sources}")
+        self.int_sources = sources
+
+    def _start_hosts(self) -> None:
+        py = sys.executable
+        scale = self.scale.name
+        cc = self.spec.host_cc
+        sized = self.schedule[self.schedule["cls"] != "bulk"]
+        dsts = sorted(set(sized["dst"].astype(str)), key=lambda h: self.topo.hosts.index(
+            self.topo.host(h)))
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        receivers = []
+        for h in dsts:
+            d = self.hosts_dir / h
+            p = hp.spawn(self.fabric.host(h), h, "recv",
+                         [py, "-m", "p4cc", "host", "recv", "--scale", scale,
+                          "--out", str(d / "recv")], d, "recv.log")
+            self.procs.append(p)
+            receivers.append(p)
+        for p in receivers:
+            if not hp.wait_for_text(p.log_path, '"listening"', deadline, [p]):
+                raise hp.HostsError(f"p4cc host recv in {p.host} did not start: "
+                                    f"{p.log_path.read_text()[-800:]}")
+        go = self.root / "hosts" / "go"
+        ready = []
+        for src, rows in sized.groupby("src", sort=False):
+            h = str(src)
+            d = self.hosts_dir / h
+            flows = [{"dst": self.topo.host(str(r.dst)).ip, "size": int(r.size_bytes),
+                      "start_s": float(r.start_s), "cc": cc} for r in rows.itertuples()]
+            d.mkdir(parents=True, exist_ok=True)
+            (d / "schedule.json").write_text(json.dumps(flows))
+            self.senders[h] = [int(x) for x in rows["flow_id"]]
+            last = max(f["start_s"] for f in flows)
+            argv = [py, "-m", "p4cc.traffic.bmv2_hosts", "--ready", str(d / "ready"),
+                    "--go", str(go), "--", "host", "send", "--schedule",
+                    str(d / "schedule.json"), "--cc", cc, "--scale", scale,
+                    "--dev", f"{h}-eth0", "--out", str(d / "send"),
+                    "--deadline", f"{max(self.spec.duration_s, last) + 30:g}"]
+            p = hp.spawn(self.fabric.host(h), h, "send", argv, d, "send.log")
+            self.procs.append(p)
+            self.sender_procs[h] = p
+            ready.append((p, d / "ready"))
+        for i, row in enumerate(self.bulk_rows.itertuples()):
+            dst = str(row.dst)
+            d = self.hosts_dir / dst
+            port = IPERF_BASE_PORT + i
+            p = hp.spawn(self.fabric.host(dst), dst, "iperf3-server",
+                         ["iperf3", "-s", "-1", "-p", str(port)], d, f"iperf3-s{port}.log")
+            self.procs.append(p)
+        for p, path in ready:
+            while not path.is_file():
+                if not p.alive() or time.monotonic() > deadline:
+                    raise hp.HostsError(f"sender in {p.host} did not get ready: "
+                                        f"{p.log_path.read_text()[-800:]}")
+                time.sleep(0.02)  # poll interval of the readiness condition
+        self.t0_epoch = time.time() + GO_LEAD_S
+        self.t0_mono = time.monotonic() + GO_LEAD_S
+        go.write_text(repr(self.t0_epoch))
+        self.sink.log(f"bmv2: {len(receivers)} receivers, {len(ready)} senders, "
+                      f"{len(self.bulk_rows)} bulk flows; t0 = {self.t0_epoch:.3f}")
+        self._start_loops()
+
+    def _start_loops(self) -> None:
+        from p4cc.controlplane.int_collector import IntCollector
+        from p4cc.controlplane.loop import ControlLoop, LoopConfig
+        from p4cc.controlplane.telemetry import TelemetryPoller
+
+        while time.monotonic() < self.t0_mono:
+            time.sleep(max(0.0, self.t0_mono - time.monotonic()))  # until t0 (an instant)
+        for name, ctl in self.controls.items():
+            spec = ctl.spec
+            poller = TelemetryPoller(name, spec.ports, ctl.p4rt, ctl.thrift, self.scale,
+                                     {p: ctl.port_rate_bps(p) for p in spec.ports},
+                                     lambda c=ctl: c.ecn, t0=self.t0_mono)
+            loop = ControlLoop(ctl, poller, self.agents[name],
+                               LoopConfig(interval_s=float(self.spec.interval_s)),
+                               sink=lambda recs: self.q.put(("telemetry", recs)))
+            th = threading.Thread(target=loop.run, kwargs={"stop": self.stop_evt},
+                                  name=f"p4cc-loop-{name}", daemon=True)
+            self.loops.append((loop, th))
+            if "int" in self.spec.outputs:
+                col = IntCollector(name, ctl.p4rt.packet_ins(), t0=self.t0_mono,
+                                   sink=lambda rec: self.q.put(("int", rec)))
+                col.start()
+                self.collectors.append(col)
+        for _loop, th in self.loops:
+            th.start()
+
+    def _loop(self) -> None:
+        duration = float(self.spec.duration_s)
+        bulk = list(self.bulk_rows.itertuples())
+        events = list(self.events.itertuples()) if len(self.events) else []
+        while True:
+            t = self.now()
+            while bulk and bulk[0].start_s <= t:
+                self._start_bulk(bulk.pop(0))
+            while events and events[0].t_s <= t:
+                self._link_event(events.pop(0))
+            self._drain()
+            self.fabric.check()
+            self.progress(min(t, duration))
+            if t >= duration:
+                break
+            time.sleep(min(0.1, max(0.0, duration - t)))  # main-loop tick (run clock)
+
+    def _start_bulk(self, row: Any) -> None:
+        from p4cc.traffic.iperf import iperf3_client_argv
+
+        i = list(self.bulk_rows["flow_id"]).index(row.flow_id)
+        src, dst = str(row.src), str(row.dst)
+        stop = row.stop_s if not math.isnan(row.stop_s) else self.spec.duration_s
+        dur = max(1.0, float(stop) - float(row.start_s))
+        argv = iperf3_client_argv(self.topo.host(dst).ip, dur, IPERF_BASE_PORT + i)
+        d = self.hosts_dir / src
+        p = hp.spawn(self.fabric.host(src), src, "iperf3-client", argv, d,
+                     f"iperf3-c{row.flow_id}.json", flow_id=int(row.flow_id),
+                     start_s=self.now(), dst=dst)
+        self.procs.append(p)
+        self.bulk.append(p)
+
+    def _link_event(self, ev: Any) -> None:
+        from p4cc.topo.hosts import switch_intf
+
+        state = "down" if ev.action == "down" else "up"
+        for node, port in ((ev.a, ev.a_port), (ev.b, ev.b_port)):
+            if self.topo.is_host(str(node)):
+                continue
+            dev = switch_intf(str(node), int(port))
+            res = subprocess.run(["ip", "link", "set", "dev", dev, state], capture_output=True,
+                                 text=True)
+            if res.returncode != 0:
+                self.sink.log(f"link event: ip link set {dev} {state} failed: {res.stderr}")
+        self.sink.table("link_events_applied", [{"t_s": self.now(), "action": state,
+                                                 "a": ev.a, "b": ev.b,
+                                                 "failure": ev.failure}])
+
+    def _drain(self) -> None:
+        tele: list[Any] = []
+        while True:
+            try:
+                kind, item = self.q.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "telemetry":
+                tele += [r for r in item if r.t_s > 0]
+            elif kind == "agent":
+                self.sink.table("agent", item)
+            elif kind == "int":
+                self.sink.int_reports(_int_rows(item))
+        if tele:
+            self.sink.telemetry(tele)
+
+    # -- teardown and collection ---------------------------------------------------------
+    def _teardown(self) -> None:
+        problems: list[str] = []
+        self.stop_evt.set()
+        for _loop, th in self.loops:
+            th.join(timeout=5.0)
+        for col in self.collectors:
+            col.stop()
+        try:
+            killed = hp.stop_all(self.procs)
+            if killed:
+                problems.append("killed " + ", ".join(killed))
+        except Exception as exc:
+            problems.append(f"stopping host processes: {exc}")
+        try:
+            self._drain()
+            self._collect()
+        except Exception as exc:  # keep tearing down; the raw files stay in hosts/
+            problems.append(f"collecting host records: {type(exc).__name__}: {exc}")
+        for loop, _th in self.loops:
+            self.sink.table("loop_stats", [{"switch": loop.control.name,
+                                            **{k: v for k, v in vars(loop.stats).items()}}])
+        for ctl in self.controls.values():
+            try:
+                ctl.close()
+            except Exception as exc:
+                log.debug("closing control session: %s", exc)
+        if self.fabric is not None:
+            self.fabric.stop()
+            left = self.fabric.leftovers()
+            if left:
+                problems.append(f"left behind: {left}")
+        for p in problems:
+            self.sink.log(f"bmv2 teardown: {p}")
+            log.warning("bmv2 teardown: %s", p)
+
+    def _collect(self) -> None:
+        if self.t0_epoch == 0.0:
+            return  # traffic never started
+        rx: dict[tuple[str, int], dict[str, str]] = {}
+        for h in {str(x) for x in self.schedule["dst"]}:
+            for r in hp.read_csv(self.hosts_dir / h / "recv" / "rx_flows.csv"):
+                rx[(r.get("src", ""), int(hp.num(r.get("sport"), -1)))] = r
+        payload = self.scale.pkt_bytes - _data_overhead()
+        by_id = self.schedule.set_index("flow_id")
+        for h, ids in self.senders.items():
+            send_dir = self.hosts_dir / h / "send"
+            fct = hp.read_csv(send_dir / "fct.csv")
+            rows, offset = [], None
+            src_ip = self.topo.host(h).ip
+            for r in fct:
+                local = int(hp.num(r.get("flow_id"), 0))
+                if not 1 <= local <= len(ids):
+                    continue
+                fid = ids[local - 1]
+                s = by_id.loc[fid]
+                start_epoch = hp.num(r.get("start_epoch"))
+                start = start_epoch - self.t0_epoch
+                if offset is None and math.isfinite(start_epoch):
+                    offset = start_epoch - hp.num(r.get("start_s")) - self.t0_epoch
+                fct_s = hp.num(r.get("fct_s"))
+                done = hp.truthy(r.get("completed"))
+                rr = rx.get((src_ip, int(hp.num(r.get("sport"), -1))))
+                rows.append({
+                    "flow_id": fid, "src": h, "dst": s["dst"], "size_bytes": int(s["size_bytes"]),
+                    "cls": s["cls"], "tag": s["tag"], "start_s": start,
+                    "end_s": start + fct_s if done else math.nan,
+                    "fct_s": fct_s if done else math.nan,
+                    "bytes_rx": int(hp.num(rr.get("rx_bytes"), 0)) if rr else
+                    (int(s["size_bytes"]) if done else 0),
+                    "retransmissions": int(hp.num(r.get("retx_bytes"), 0) // max(1, payload)),
+                    "completed": done, "sched_start_s": float(s["start_s"]),
+                    "cnps": int(hp.num(r.get("cnps"), 0)),
+                    "nacks": int(hp.num(r.get("nacks"), 0)),
+                    "timeouts": int(hp.num(r.get("timeouts"), 0))})
+            self.sink.flows(sorted(rows, key=lambda x: x["flow_id"]))
+            if offset is not None:
+                self.sink.hostcc(hp.iter_trace_rows(send_dir / "trace.csv", h, offset, ids))
+        self._collect_bulk()
+
+    def _collect_bulk(self) -> None:
+        from p4cc.traffic.iperf import Iperf3Error, parse_iperf3_json
+
+        flows, table = [], []
+        for p in self.bulk:
+            try:
+                res = parse_iperf3_json(p.log_path.read_text())
+            except (OSError, Iperf3Error) as exc:
+                res = {"error": str(exc), "bytes_received": 0, "retransmits": -1}
+            fid = p.meta["flow_id"]
+            table.append({"flow_id": fid, "src": p.host, "dst": p.meta["dst"],
+                          **{k: v for k, v in res.items() if k != "intervals"}})
+            flows.append({"flow_id": fid, "src": p.host, "dst": p.meta["dst"], "size_bytes": 0,
+                          "cls": "bulk", "tag": self.bulk_rows.set_index("flow_id").loc[
+                              fid, "tag"], "start_s": p.meta["start_s"], "end_s": math.nan,
+                          "fct_s": math.nan, "bytes_rx": int(res.get("bytes_received") or 0),
+                          "retransmissions": int(res.get("retransmits") or 0),
+                          "completed": res.get("error") is None,
+                          "sched_start_s": p.meta["start_s"], "cnps": 0, "nacks": 0,
+                          "timeouts": 0})
+        if table:
+            self.sink.table("bulk", table)
+            self.sink.flows(flows)
+
+
+def _data_overhead() -> int:
+    from p4cc.hostcc.wire import data_overhead
+
+    return data_overhead()
+
+
+def _int_rows(rec: Any) -> list[dict[str, Any]]:
+    """One row per hop of an IntRecord (fixed columns whatever the path length)."""
+    rep = rec.report
+    return [{"t_s": rec.t_s, "switch": rec.switch, "src": rep.src, "dst": rep.dst,
+             "sport": rep.sport, "dport": rep.dport, "hop": i, "hop_switch_id": h.switch_id,
+             "ingress_port": h.ingress_port, "egress_port": h.egress_port,
+             "hop_latency_us": h.hop_latency_us, "qdepth_pkts": h.qdepth_pkts,
+             "sojourn_us": h.sojourn_us, "flow_id": -1}
+            for i, h in enumerate(rep.hops)]
+
+
+__all__ = ["Bmv2Backend", "check_spec", "MAX_SWITCHES", "MAX_HOSTS", "P4ccError"]
