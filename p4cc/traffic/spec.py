@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from p4cc.controlplane.agents.static import agent_names
 from p4cc.errors import ConfigError
 from p4cc.scale import SCALES, Scale, get_scale
 from p4cc.topo.spec import TopoSpec, parse_topo
@@ -279,6 +280,8 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
     for i, a in enumerate(agents):
         if not isinstance(a, str) or not _AGENT_RE.match(a):
             raise err(f"agents[{i}]", f"{a!r} is not an agent name like 'secn1' or 'acc:file'")
+        if a.partition(":")[0].lower() not in agent_names():
+            raise err(f"agents[{i}]", f"unknown agent {a!r}; choose one of {agent_names()}")
     if len(set(agents)) != len(agents):
         raise err("agents", f"{agents} has duplicates")
     host_cc = doc.get("host_cc", "dcqcn")
