@@ -207,6 +207,8 @@ class _Run:
                       f"switches, {len(self.topo.hosts)} hosts)")
         self.fabric = Fabric(self.topo, FabricOptions(out_dir=self.root / "switches"))
         self.fabric.start()
+        for sw in self.topo.switches:  # for leak checks after the run (tests, humans)
+            self.sink.log(f"bmv2: switch {sw.name} pid {self.fabric.bmv2(sw.name).pid}")
 
     def _start_control(self) -> None:
         """SwitchControl per switch (not FabricControl: its own poll thread would reset
@@ -250,6 +252,14 @@ class _Run:
         self.sink.log(f"bmv2: INT on the p4cc flows of {sources}")
         self.int_sources = sources
 
+    def _spawn(self, host: str, role: str, argv: list[str], log_name: str,
+               **meta: Any) -> hp.HostProc:
+        p = hp.spawn(self.fabric.host(host), host, role, argv, self.hosts_dir / host,
+                     log_name, **meta)
+        self.procs.append(p)
+        self.sink.log(f"bmv2: {host} {role} pid {p.pid}")
+        return p
+
     def _start_hosts(self) -> None:
         py = sys.executable
         scale = self.scale.name
@@ -261,11 +271,9 @@ class _Run:
         receivers = []
         for h in dsts:
             d = self.hosts_dir / h
-            p = hp.spawn(self.fabric.host(h), h, "recv",
-                         [py, "-m", "p4cc", "host", "recv", "--scale", scale,
-                          "--out", str(d / "recv")], d, "recv.log")
-            self.procs.append(p)
-            receivers.append(p)
+            receivers.append(self._spawn(h, "recv", [py, "-m", "p4cc", "host", "recv",
+                                                     "--scale", scale, "--out", str(d / "recv")],
+                                         "recv.log"))
         for p in receivers:
             if not hp.wait_for_text(p.log_path, '"listening"', deadline, [p]):
                 raise hp.HostsError(f"p4cc host recv in {p.host} did not start: "
@@ -281,22 +289,20 @@ class _Run:
             (d / "schedule.json").write_text(json.dumps(flows))
             self.senders[h] = [int(x) for x in rows["flow_id"]]
             last = max(f["start_s"] for f in flows)
+            nic = self.topo.link_at(h, 0).rate_bps
             argv = [py, "-m", "p4cc.traffic.bmv2_hosts", "--ready", str(d / "ready"),
-                    "--go", str(go), "--", "host", "send", "--schedule",
+                    "--go", str(go), "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),
                     "--deadline", f"{max(self.spec.duration_s, last) + 30:g}"]
-            p = hp.spawn(self.fabric.host(h), h, "send", argv, d, "send.log")
-            self.procs.append(p)
+            p = self._spawn(h, "send", argv, "send.log")
             self.sender_procs[h] = p
             ready.append((p, d / "ready"))
         for i, row in enumerate(self.bulk_rows.itertuples()):
             dst = str(row.dst)
-            d = self.hosts_dir / dst
             port = IPERF_BASE_PORT + i
-            p = hp.spawn(self.fabric.host(dst), dst, "iperf3-server",
-                         ["iperf3", "-s", "-1", "-p", str(port)], d, f"iperf3-s{port}.log")
-            self.procs.append(p)
+            self._spawn(dst, "iperf3-server", ["iperf3", "-s", "-1", "-p", str(port)],
+                        f"iperf3-s{port}.log")
         for p, path in ready:
             while not path.is_file():
                 if not p.alive() or time.monotonic() > deadline:
@@ -365,12 +371,8 @@ class _Run:
         stop = row.stop_s if not math.isnan(row.stop_s) else self.spec.duration_s
         dur = max(1.0, float(stop) - float(row.start_s))
         argv = iperf3_client_argv(self.topo.host(dst).ip, dur, IPERF_BASE_PORT + i)
-        d = self.hosts_dir / src
-        p = hp.spawn(self.fabric.host(src), src, "iperf3-client", argv, d,
-                     f"iperf3-c{row.flow_id}.json", flow_id=int(row.flow_id),
-                     start_s=self.now(), dst=dst)
-        self.procs.append(p)
-        self.bulk.append(p)
+        self.bulk.append(self._spawn(src, "iperf3-client", argv, f"iperf3-c{row.flow_id}.json",
+                                     flow_id=int(row.flow_id), start_s=self.now(), dst=dst))
 
     def _link_event(self, ev: Any) -> None:
         from p4cc.topo.hosts import switch_intf
