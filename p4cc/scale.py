@@ -9,6 +9,7 @@ Every experiment reports its scale and both the paper value and the value used.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 
 from p4cc.errors import ConfigError
@@ -37,6 +38,11 @@ class Scale:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ConfigError(f"scale.{name} must be a positive number, got {value!r}")
+        for name in ("pkt_bytes", "buffer_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ConfigError(f"scale.{name} must be an integer number of bytes, "
+                                  f"got {value!r}")
         if self.pkt_bytes < 64 or self.pkt_bytes > 9000:
             raise ConfigError(f"scale.pkt_bytes must be in [64, 9000], got {self.pkt_bytes}")
         if self.buffer_bytes < self.pkt_bytes:

@@ -32,13 +32,15 @@ control P4ccIngress(inout headers_t hdr,
         /* Only well-formed IPv4 without options is forwarded (hosts use static ARP,
          * so nothing else is needed); parser errors include INT stacks that are too
          * long for the header stack. */
+        /* TTL 0 or 1 cannot be forwarded (no ICMP time-exceeded is generated).  One
+         * condition and no `return` (p4c turns a return into a flag and conditions). */
         if (standard_metadata.parser_error != error.NoError || standard_metadata.checksum_error == 1 ||
-                !hdr.ipv4.isValid() || hdr.ipv4.ihl != 5) {
+                !hdr.ipv4.isValid() || hdr.ipv4.ihl != 5 || hdr.ipv4.ttl <= 1) {
             mark_to_drop(standard_metadata);
-            return;
+        } else {
+            fwd.apply(hdr, meta, standard_metadata);
+            int_src.apply(hdr, meta, standard_metadata);
         }
-        fwd.apply(hdr, meta, standard_metadata);
-        int_src.apply(hdr, meta, standard_metadata);
     }
 }
 
@@ -63,7 +65,9 @@ control P4ccEgress(inout headers_t hdr,
             /* Mark first so that port_marked and the INT record see the final ECN. */
             ecn.apply(hdr, meta, standard_metadata);
             telemetry.apply(hdr, meta, standard_metadata);
-            int_egress.apply(hdr, meta, standard_metadata);
+            if (meta.int_source == 1 || hdr.int_shim.isValid()) {
+                int_egress.apply(hdr, meta, standard_metadata);
+            }
         }
     }
 }

@@ -61,6 +61,7 @@ class BenchConfig:
     cpu_pps: float = 1000.0         # offered load of the CPU-cost run (below both rates)
     lossfree: bool = True
     ifprefix: str = "p4db"
+    log_level: str = "off"          # BMv2 --log-level ("" = BMv2's default, trace)
 
 
 def artifacts(program: str) -> tuple[Path, Path]:
@@ -237,6 +238,28 @@ def measure_program(rig: Rig, program: str, cfg: BenchConfig) -> dict[str, float
     return out
 
 
+def make_switch(name: str, interfaces: dict[int, str], log_level: str) -> Any:
+    """A Bmv2Process whose command line also sets ``--log-level``.
+
+    BMv2's default log level is ``trace`` even without a log sink
+    (``bm_sim/options_parse.h``: ``log_level{TRACE}``; ``logger.cpp`` installs a null
+    sink), and spdlog formats every message before handing it to the sink, so a switch
+    started without ``--log-level`` formats all trace/debug messages of every packet
+    into nothing.  ``--log-level off`` skips that formatting.
+    """
+    from p4cc.topo.bmv2 import Bmv2Process
+
+    class _Switch(Bmv2Process):
+        def command(self, binary_path: str | None = None,
+                    options: frozenset[str] | None = None) -> list[str]:
+            cmd = super().command(binary_path, options)
+            if log_level and "--log-level" not in cmd:
+                cmd[cmd.index("--no-p4"):cmd.index("--no-p4")] = ["--log-level", log_level]
+            return cmd
+
+    return _Switch(name, 1, interfaces)
+
+
 def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
@@ -248,12 +271,12 @@ def forwarding_cases(cfg: BenchConfig) -> Iterator[dict[str, Any]]:
             yield {"case": case, "skipped": reason}
         return
     from p4cc.controlplane.p4runtime import P4RuntimeClient
-    from p4cc.topo.bmv2 import Bmv2Process
 
     runs: dict[str, list[dict[str, float]]] = {p: [] for p in PROGRAMS}
     load = []
     with veth_pairs(cfg.ifprefix) as pairs:
-        proc = Bmv2Process(f"{cfg.ifprefix}sw", 1, {p: a for p, (a, _) in pairs.items()})
+        proc = make_switch(f"{cfg.ifprefix}sw", {p: a for p, (a, _) in pairs.items()},
+                           cfg.log_level)
         proc.start()
         p4rt = P4RuntimeClient(proc.grpc_addr, 1, timeout_s=20.0)
         rig: Rig | None = None

@@ -49,9 +49,22 @@ def _schedule(args: argparse.Namespace) -> list[FlowSpec]:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"cannot read --schedule {args.schedule}: {exc}; give a JSON "
                               'list of {"dst", "size", "start_s", "cc"} objects') from exc
-        return [FlowSpec(str(r["dst"]), int(r["size"]), float(r.get("start_s", 0.0)),
-                         str(r.get("cc", args.cc)), int(r.get("port", args.port)))
-                for r in rows]
+        if not isinstance(rows, list) or not rows:
+            raise ConfigError(f"--schedule {args.schedule}: expected a non-empty JSON list of "
+                              '{"dst", "size", "start_s", "cc"} objects')
+        specs = []
+        for i, r in enumerate(rows):
+            try:
+                specs.append(FlowSpec(str(r["dst"]), int(r["size"]),
+                                      float(r.get("start_s", 0.0)), str(r.get("cc", args.cc)),
+                                      int(r.get("port", args.port))))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, ConfigError):
+                    raise ConfigError(f"--schedule {args.schedule} row {i}: {exc}") from None
+                raise ConfigError(f"--schedule {args.schedule} row {i} ({r!r}): {exc!r}; each "
+                                  'row is {"dst": IP, "size": bytes[, "start_s": s, "cc": '
+                                  'name, "port": n]}') from None
+        return specs
     if not args.dst or not args.size:
         raise ConfigError("give --dst and --size (or --schedule FILE)")
     return [FlowSpec(args.dst, args.size, i * args.stagger, args.cc, args.port)

@@ -47,6 +47,9 @@ class FlowSpec:
             raise ConfigError(f"flow size must be >= 1 byte, got {self.size}")
         if self.start_s < 0 or not math.isfinite(self.start_s):
             raise ConfigError(f"flow start time must be >= 0 s, got {self.start_s}")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) \
+                or not 1 <= self.port <= 65535:
+            raise ConfigError(f"flow receiver port must be in 1..65535, got {self.port!r}")
 
 
 class Flow:

@@ -37,6 +37,8 @@ TC_H_ROOT = 0xFFFFFFFF
 ETH_P_IP = 0x0800
 ROCE_PORT = 4791
 FIRST_FLOW_MINOR = 0x100
+#: how long a caller waits for the pacer thread to run a netlink command
+CALL_TIMEOUT_S = 10.0
 
 
 def enter_netns(name: str) -> None:
@@ -157,7 +159,11 @@ class HtbPacer:
         box: queue.Queue[Any] = queue.Queue(1)
         self._cmds.put((fn, box))
         self._wake.set()
-        ok, value = box.get(timeout=10.0)
+        try:
+            ok, value = box.get(timeout=CALL_TIMEOUT_S)
+        except queue.Empty:
+            raise P4ccError(f"{self.cfg.dev}: the pacer thread did not answer within "
+                            f"{CALL_TIMEOUT_S:g} s (netlink stuck?)") from None
         if not ok:
             raise value
         return value
@@ -255,6 +261,9 @@ class HtbPacer:
     def _add_flow(self, sport: int, rate_bps: float) -> int:
         if sport in self._classes:
             return self._classes[sport]
+        if self._next_minor > 0xFFFF:  # a tc class minor is 16 bits; classes are not reused
+            raise P4ccError(f"{self.cfg.dev}: more than {0xFFFF - FIRST_FLOW_MINOR + 1} paced "
+                            "flows in one sender; split the schedule over several senders")
         classid = self._root | self._next_minor
         self._next_minor += 1
         self._class("add-class", classid, max(rate_bps, self.cfg.min_rate_bps))

@@ -230,7 +230,7 @@ def _load_npz(path: Path) -> Policy:
                 raise ConfigError(f"needs window, w0.., b0..; missing {missing or 'layers'}")
             layers = [(data[f"w{k}"], data[f"b{k}"]) for k in range(n_layers)]
             return MlpPolicy(layers, int(data["window"]), output)
-    except ConfigError as exc:
+    except (ConfigError, TypeError, ValueError) as exc:  # e.g. a non-scalar 'window'
         raise PolicyLoadError(f"policy file {path} ({kind}): {exc}") from None
     raise PolicyLoadError(f"policy file {path}: unknown kind {kind!r} (expected lstm or mlp)")
 

@@ -275,6 +275,9 @@ class Bmv2Process:
                 self._proc = None
                 self.grpc_port = free_port()
                 self.thrift_port = free_port({self.grpc_port})
+            except BaseException:  # Ctrl-C: the switch has its own session, stop it here
+                self.stop(keep_output=True)
+                raise
         raise AssertionError("unreachable")
 
     def _spawn(self, path: str, options: frozenset[str]) -> None:
@@ -326,6 +329,9 @@ class Bmv2Process:
                 return
             except SwitchError:
                 raise
+            except ImportError as exc:  # not a switch problem: do not wait for the deadline
+                raise ToolMissingError(f"Python module missing ({exc}): install python3-thrift "
+                                       "(`make setup`); `p4cc doctor` checks it") from exc
             except Exception as exc:  # thrift transport errors: retry until the deadline
                 last = exc
                 time.sleep(0.1)

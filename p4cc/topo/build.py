@@ -115,10 +115,26 @@ def bmv2_switch_class() -> type:
     return Bmv2Switch
 
 
+#: Highest usable switch port: per-port registers and counters have MAX_PORTS = 64
+#: entries indexed by port number (p4src/include/headers.p4; docs/architecture.md).
+BMV2_MAX_PORT = 63
+
+
+def check_ports(topo: TopoSpec) -> None:
+    """Raise ConfigError if a switch has a port the data plane's per-port arrays lack."""
+    for s in topo.switches:
+        if s.ports and max(s.ports) > BMV2_MAX_PORT:
+            raise ConfigError(
+                f"switch {s.name} of topology {topo.name!r} needs {max(s.ports)} ports; the "
+                f"P4 program indexes per-port registers by port, ports 1..{BMV2_MAX_PORT} "
+                "only: use fewer hosts per switch or fewer spines/leaves")
+
+
 def preflight(topo: TopoSpec, options: FabricOptions) -> None:
     """Check everything a fabric needs before creating anything; raise with the fix."""
     if not topo.hosts or not topo.switches:
         raise ConfigError(f"topology {topo.name!r} needs at least one host and one switch")
+    check_ports(topo)
     if os.geteuid() != 0:
         raise SwitchError("building a fabric needs root (network namespaces, veth pairs): "
                           "run as root, e.g. `sudo make testbed`")
@@ -165,6 +181,8 @@ class Fabric:
         self.net: Any = None
         self._switch_nodes: dict[str, Any] = {}
         self._procs: list[Bmv2Process] = []
+        #: root-namespace interfaces this fabric made (kept after stop for leftovers())
+        self._created: set[str] = set()
 
     # -- lookups ---------------------------------------------------------------------
     def bmv2(self, switch: str) -> Bmv2Process:
@@ -224,6 +242,7 @@ class Fabric:
         for s in self.topo.switches:
             self._switch_nodes[s.name] = self.net.addSwitch(
                 s.name, spec=s, fabric_options=self.options)
+            self._created.update(hostcfg.switch_intf(s.name, p) for p in s.ports)
         for lk in self.topo.links:
             a, b = self.net.get(lk.a), self.net.get(lk.b)
             self.net.addLink(
@@ -283,13 +302,14 @@ class Fabric:
             log.warning("fabric teardown: %s", "; ".join(problems))
 
     def _created_names(self) -> set[str]:
-        # only interfaces this fabric created: names of switch nodes we added
-        return {hostcfg.switch_intf(n, p) for n in self._switch_nodes
-                for p in self.topo.switch(n).ports}
+        # only interfaces this fabric created: those of switch nodes we added
+        return set(self._created)
 
     def leftovers(self) -> list[str]:
-        """Interfaces or switch PIDs of this fabric still present (empty after stop)."""
-        left = [i for i in hostcfg.root_interface_names(self.topo) if interface_exists(i)]
+        """Interfaces or switch PIDs of this fabric still present (empty after stop).
+        Interfaces of the same names made by another fabric are not this one's."""
+        left = [i for i in hostcfg.root_interface_names(self.topo)
+                if i in self._created and interface_exists(i)]
         left += [f"pid {p.pid}" for p in self._procs
                  if p.pid is not None and Path(f"/proc/{p.pid}").exists()
                  and p.is_alive()]

@@ -33,10 +33,11 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _testbed(args: argparse.Namespace) -> int:
+    from p4cc.controlplane.ecn import static_setting
+    from p4cc.scale import get_scale
+    from p4cc.topo.spec import parse_topo
     from p4cc.topo.testbed import TestbedConfig, run_testbed
 
-    if args.backend != "sim":
-        _reexec_as_root("testbed")
     cfg = TestbedConfig(
         topo=args.topo, scale=args.scale, backend=args.backend,
         settings=tuple(s.strip() for s in args.settings.split(",") if s.strip()),
@@ -44,7 +45,14 @@ def _testbed(args: argparse.Namespace) -> int:
         traffic=args.traffic,
         out_dir=Path(args.out) if args.out else None,
         bmv2_log=args.bmv2_log, pcap=args.pcap,
-    )
+    ).validate()
+    # bad options fail here, before asking for root (ConfigError -> exit 2)
+    scale = get_scale(cfg.scale)
+    parse_topo(cfg.topo, scale)
+    for name in cfg.settings:
+        static_setting(name, scale)
+    if args.backend != "sim":
+        _reexec_as_root("testbed")
     run_testbed(cfg)
     return 0
 

@@ -113,7 +113,8 @@ class Incast:
         self._wait_servers(rx, len(self.senders))
         for i, name in enumerate(self.senders):
             cmd = ["iperf3", "-c", dst_ip, "-p", str(IPERF_BASE_PORT + i), "-u",
-                   "-b", str(int(self.rate_bps)), "-l", str(self.payload),
+                   "-b", str(int(iperf3_app_rate(self.rate_bps, self.payload))),
+                   "-l", str(self.payload),
                    "--tos", str(ECT0_TOS), "-t", f"{self.duration_s:g}"]
             log.debug("%s: %s", name, shlex.join(cmd))
             self.procs.append(self.fabric.host(name).popen(
@@ -230,12 +231,21 @@ def format_summary(rows: list[PortSummary], ecn: dict[str, EcnConfig]) -> str:
 # -- the experiment --------------------------------------------------------------------
 def _versions() -> dict[str, str]:
     from p4cc.doctor import run_checks
+    from p4cc.traffic.store import software_versions
 
-    v = {"python": platform.python_version(), "kernel": platform.release()}
+    # git commit/dirty and library versions as every `p4cc run` directory has them
+    v = {k: str(x) for k, x in software_versions().items() if x is not None}
+    v.update({"python": platform.python_version(), "kernel": platform.release()})
     for c in run_checks():
         if c.name in ("simple_switch_grpc", "p4c", "iperf3") and c.ok:
             v[c.name] = c.detail
     return v
+
+
+def iperf3_app_rate(wire_bps: float, payload_bytes: int) -> float:
+    """iperf3's ``-b`` for ``wire_bps`` of frames: iperf3 paces UDP payload bits, so the
+    Ethernet + IPv4 + UDP headers (HEADERS_BYTES) of every datagram come on top."""
+    return wire_bps * payload_bytes / (payload_bytes + HEADERS_BYTES)
 
 
 def incast_plan(topo: TopoSpec, scale: Scale, load: float) -> tuple[str, list[str], float, int]:
@@ -312,8 +322,12 @@ def _run_sim(topo: TopoSpec, cfg: TestbedConfig, settings: dict[str, EcnConfig],
         for name, ecn in settings.items():
             print(f"== {name}: {ecn.describe()}; simulated incast {', '.join(senders)} -> "
                   f"{receiver}, DCQCN senders, {cfg.duration_s:g} s", flush=True)
-            eng = Engine(topo, schedule, SimConfig(telemetry_interval_s=cfg.interval_s,
-                                                   cc="dcqcn", host_traces=False), ecn=ecn)
+            sim_cfg = SimConfig(telemetry_interval_s=cfg.interval_s, cc="dcqcn",
+                                host_traces=False)
+            # the simulator's seed and settings, saved with the run (reproducibility)
+            (out / f"sim_config_{name}.json").write_text(
+                json.dumps(asdict(sim_cfg), indent=2, default=str))
+            eng = Engine(topo, schedule, sim_cfg, ecn=ecn)
             eng.run(cfg.duration_s)
             records = [r for r in eng.telemetry if r.t_s > cfg.interval_s + 1e-9]
             for r in records:

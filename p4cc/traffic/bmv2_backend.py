@@ -30,84 +30,23 @@ from typing import Any
 
 import pandas as pd
 
-from p4cc.errors import ConfigError, P4ccError, ToolMissingError
 from p4cc.scale import Scale
 from p4cc.topo.spec import TopoSpec
+from p4cc.traffic import bmv2_collect as collect
 from p4cc.traffic import bmv2_hosts as hp
+from p4cc.traffic.bmv2_limits import (
+    GO_LEAD_S,
+    INT_SOURCES,
+    IPERF_BASE_PORT,
+    MAX_HOSTS,
+    MAX_SWITCHES,
+    STARTUP_TIMEOUT_S,
+    check_spec,
+    probe_interval_s,
+)
 from p4cc.traffic.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
-
-#: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
-#: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
-#: processes (~10-20 % of a core each); beyond these the processes starve each other
-#: and BMv2's queue rate stops being the bottleneck (measured: docs/emulation.md).
-MAX_SWITCHES = 6
-MAX_HOSTS = 16
-#: BMv2 forwards ~10-20 kpps per switch on this machine without logging; 1000-byte
-#: packets at 20 Mb/s are 2.5 kpps per port, so faster scales are refused.
-MAX_LINK_RATE_BPS = 20e6
-#: Each ControlLoop poll reads 3 counters (P4Runtime) and 7 registers (Thrift) and
-#: resets them: ~10-30 ms per switch here; shorter intervals would overrun.
-MIN_INTERVAL_S = 0.05
-#: INT reports are one PacketIn per watched packet, decoded with Scapy (~0.1-0.2 ms
-#: each): watch the flows of this many source hosts (the first in the schedule) only.
-INT_SOURCES = 1
-#: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
-HOST_CC = ("dcqcn", "rlcc")
-IPERF_BASE_PORT = 5301
-STARTUP_TIMEOUT_S = 60.0
-#: lead between the go file and t0, for the senders to see it
-GO_LEAD_S = 0.5
-
-
-def check_spec(spec: ExperimentSpec) -> None:
-    """ConfigError naming what BMv2 cannot honour; ToolMissingError for missing tools."""
-    topo = spec.topo()
-    if len(topo.switches) > MAX_SWITCHES or len(topo.hosts) > MAX_HOSTS:
-        raise ConfigError(
-            f"topology {spec.topology!r} has {len(topo.switches)} switches and "
-            f"{len(topo.hosts)} hosts; the bmv2 backend runs at most {MAX_SWITCHES} switches "
-            f"and {MAX_HOSTS} hosts (one BMv2 process per switch, Python senders per host, on "
-            f"two cores): use a smaller topology, or --backend sim")
-    rates = [lk.rate_bps for lk in topo.links]
-    if max(rates) > MAX_LINK_RATE_BPS:
-        raise ConfigError(
-            f"scale {spec.scale!r} runs links at up to {max(rates) / 1e6:g} Mb/s; the bmv2 "
-            f"backend supports at most {MAX_LINK_RATE_BPS / 1e6:g} Mb/s per link (BMv2 "
-            f"software forwarding): use scale testbed or testbed-fast, or --backend sim")
-    if spec.interval_s < MIN_INTERVAL_S:
-        raise ConfigError(
-            f"interval_s {spec.interval_s:g} s is shorter than the bmv2 backend's minimum "
-            f"{MIN_INTERVAL_S:g} s (one telemetry poll per switch takes ~10-30 ms): raise it")
-    cc = spec.host_cc.partition(":")[0]
-    sized = [w for w in spec.workloads if w.type != "bulk"]
-    if sized and cc not in HOST_CC:
-        raise ConfigError(
-            f"host_cc {spec.host_cc!r} is not available on the bmv2 backend's hosts: sized "
-            f"flows run p4cc's userspace transport with {list(HOST_CC)}; kernel TCP is only "
-            f"used for bulk workloads (iperf3)")
-    for i, w in enumerate(spec.workloads):
-        if w.type == "storage" or (w.type == "partition_aggregate"
-                                   and int(w.p.get("query_bytes", 0)) > 0):
-            raise ConfigError(
-                f"workloads[{i}] ({w.type}) has flows that start when another completes "
-                f"(schedule column 'after'); the bmv2 backend plays start times only: use "
-                f"--backend sim, or partition_aggregate without query_bytes")
-    from p4cc.doctor import bmv2_missing
-
-    missing = bmv2_missing()
-    if missing:
-        raise ToolMissingError(
-            "the bmv2 backend needs: " + "; ".join(f"{c.name} ({c.fix or c.detail})"
-                                                   for c in missing)
-            + " (`p4cc doctor` lists everything); or run with --backend sim")
-    if any(w.type == "bulk" for w in spec.workloads):
-        import shutil
-
-        if shutil.which("iperf3") is None:
-            raise ToolMissingError("bulk workloads on bmv2 need iperf3: apt-get install iperf3")
-
 
 @contextmanager
 def _signals_deferred() -> Iterator[None]:
@@ -121,6 +60,10 @@ def _signals_deferred() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+def _ecn_source(ctl: Any) -> Any:
+    return lambda: ctl.ecn
 
 
 class _RecordingAgent:
@@ -280,20 +223,25 @@ class _Run:
                                     f"{p.log_path.read_text()[-800:]}")
         go = self.root / "hosts" / "go"
         ready = []
+        probe = probe_interval_s(cc, sized["src"].nunique(),
+                                 self.scale.pps(self.scale.link_rate_bps), self.scale.base_rtt_s)
+        self.sink.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow")
         for src, rows in sized.groupby("src", sort=False):
             h = str(src)
             d = self.hosts_dir / h
-            flows = [{"dst": self.topo.host(str(r.dst)).ip, "size": int(r.size_bytes),
-                      "start_s": float(r.start_s), "cc": cc} for r in rows.itertuples()]
+            flows: list[dict[str, Any]] = [
+                {"dst": self.topo.host(str(r["dst"])).ip, "size": int(r["size_bytes"]),
+                 "start_s": float(r["start_s"]), "cc": cc} for r in rows.to_dict("records")]
             d.mkdir(parents=True, exist_ok=True)
             (d / "schedule.json").write_text(json.dumps(flows))
             self.senders[h] = [int(x) for x in rows["flow_id"]]
-            last = max(f["start_s"] for f in flows)
+            last = max(float(f["start_s"]) for f in flows)
             nic = self.topo.link_at(h, 0).rate_bps
             argv = [py, "-m", "p4cc.traffic.bmv2_hosts", "--ready", str(d / "ready"),
                     "--go", str(go), "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),
+                    "--probe-interval", f"{probe:g}",
                     "--deadline", f"{max(self.spec.duration_s, last) + 30:g}"]
             p = self._spawn(h, "send", argv, "send.log")
             self.sender_procs[h] = p
@@ -328,7 +276,7 @@ class _Run:
             spec = ctl.spec
             poller = TelemetryPoller(name, spec.ports, ctl.p4rt, ctl.thrift, self.scale,
                                      {p: ctl.port_rate_bps(p) for p in spec.ports},
-                                     lambda c=ctl: c.ecn, t0=self.t0_mono)
+                                     _ecn_source(ctl), t0=self.t0_mono)
             loop = ControlLoop(ctl, poller, self.agents[name],
                                LoopConfig(interval_s=float(self.spec.interval_s)),
                                sink=lambda recs: self.q.put(("telemetry", recs)))
@@ -348,13 +296,13 @@ class _Run:
 
     def _loop(self) -> None:
         duration = float(self.spec.duration_s)
-        bulk = list(self.bulk_rows.itertuples())
-        events = list(self.events.itertuples()) if len(self.events) else []
+        bulk: list[Any] = self.bulk_rows.to_dict("records")
+        events: list[Any] = self.events.to_dict("records") if len(self.events) else []
         while True:
             t = self.now()
-            while bulk and bulk[0].start_s <= t:
+            while bulk and float(bulk[0]["start_s"]) <= t:
                 self._start_bulk(bulk.pop(0))
-            while events and events[0].t_s <= t:
+            while events and float(events[0]["t_s"]) <= t:
                 self._link_event(events.pop(0))
             self._drain()
             self.fabric.check()
@@ -363,22 +311,25 @@ class _Run:
                 break
             time.sleep(min(0.1, max(0.0, duration - t)))  # main-loop tick (run clock)
 
-    def _start_bulk(self, row: Any) -> None:
+    def _start_bulk(self, row: dict[str, Any]) -> None:
         from p4cc.traffic.iperf import iperf3_client_argv
 
-        i = list(self.bulk_rows["flow_id"]).index(row.flow_id)
-        src, dst = str(row.src), str(row.dst)
-        stop = row.stop_s if not math.isnan(row.stop_s) else self.spec.duration_s
-        dur = max(1.0, float(stop) - float(row.start_s))
+        fid = int(row["flow_id"])
+        i = [int(x) for x in self.bulk_rows["flow_id"]].index(fid)
+        src, dst = str(row["src"]), str(row["dst"])
+        stop = float(row["stop_s"])
+        if math.isnan(stop):
+            stop = float(self.spec.duration_s)
+        dur = max(1.0, stop - float(row["start_s"]))
         argv = iperf3_client_argv(self.topo.host(dst).ip, dur, IPERF_BASE_PORT + i)
-        self.bulk.append(self._spawn(src, "iperf3-client", argv, f"iperf3-c{row.flow_id}.json",
-                                     flow_id=int(row.flow_id), start_s=self.now(), dst=dst))
+        self.bulk.append(self._spawn(src, "iperf3-client", argv, f"iperf3-c{fid}.json",
+                                     flow_id=fid, start_s=self.now(), dst=dst))
 
-    def _link_event(self, ev: Any) -> None:
+    def _link_event(self, ev: dict[str, Any]) -> None:
         from p4cc.topo.hosts import switch_intf
 
-        state = "down" if ev.action == "down" else "up"
-        for node, port in ((ev.a, ev.a_port), (ev.b, ev.b_port)):
+        state = "down" if ev["action"] == "down" else "up"
+        for node, port in ((ev["a"], ev["a_port"]), (ev["b"], ev["b_port"])):
             if self.topo.is_host(str(node)):
                 continue
             dev = switch_intf(str(node), int(port))
@@ -387,8 +338,8 @@ class _Run:
             if res.returncode != 0:
                 self.sink.log(f"link event: ip link set {dev} {state} failed: {res.stderr}")
         self.sink.table("link_events_applied", [{"t_s": self.now(), "action": state,
-                                                 "a": ev.a, "b": ev.b,
-                                                 "failure": ev.failure}])
+                                                 "a": ev["a"], "b": ev["b"],
+                                                 "failure": ev["failure"]}])
 
     def _drain(self) -> None:
         tele: list[Any] = []
@@ -402,7 +353,7 @@ class _Run:
             elif kind == "agent":
                 self.sink.table("agent", item)
             elif kind == "int":
-                self.sink.int_reports(_int_rows(item))
+                self.sink.int_reports(collect.int_rows(item))
         if tele:
             self.sink.telemetry(tele)
 
@@ -414,6 +365,7 @@ class _Run:
             th.join(timeout=5.0)
         for col in self.collectors:
             col.stop()
+        self._save_qdisc_stats()
         try:
             killed = hp.stop_all(self.procs)
             if killed:
@@ -442,90 +394,29 @@ class _Run:
             self.sink.log(f"bmv2 teardown: {p}")
             log.warning("bmv2 teardown: %s", p)
 
+    def _save_qdisc_stats(self) -> None:
+        """Each sender host's HTB counters (drops, overlimits) -> hosts/<h>/tc.txt."""
+        for h in self.sender_procs:
+            try:
+                dev = f"{h}-eth0"
+                out = self.fabric.host(h).cmd(f"tc -s qdisc show dev {dev}; "
+                                              f"tc -s class show dev {dev}")
+                (self.hosts_dir / h / "tc.txt").write_text(out)
+            except Exception as exc:  # diagnostics only
+                log.debug("tc stats of %s: %s", h, exc)
+
     def _collect(self) -> None:
         if self.t0_epoch == 0.0:
             return  # traffic never started
-        rx: dict[tuple[str, int], dict[str, str]] = {}
-        for h in {str(x) for x in self.schedule["dst"]}:
-            for r in hp.read_csv(self.hosts_dir / h / "recv" / "rx_flows.csv"):
-                rx[(r.get("src", ""), int(hp.num(r.get("sport"), -1)))] = r
-        payload = self.scale.pkt_bytes - _data_overhead()
-        by_id = self.schedule.set_index("flow_id")
-        for h, ids in self.senders.items():
-            send_dir = self.hosts_dir / h / "send"
-            fct = hp.read_csv(send_dir / "fct.csv")
-            rows, offset = [], None
-            src_ip = self.topo.host(h).ip
-            for r in fct:
-                local = int(hp.num(r.get("flow_id"), 0))
-                if not 1 <= local <= len(ids):
-                    continue
-                fid = ids[local - 1]
-                s = by_id.loc[fid]
-                start_epoch = hp.num(r.get("start_epoch"))
-                start = start_epoch - self.t0_epoch
-                if offset is None and math.isfinite(start_epoch):
-                    offset = start_epoch - hp.num(r.get("start_s")) - self.t0_epoch
-                fct_s = hp.num(r.get("fct_s"))
-                done = hp.truthy(r.get("completed"))
-                rr = rx.get((src_ip, int(hp.num(r.get("sport"), -1))))
-                rows.append({
-                    "flow_id": fid, "src": h, "dst": s["dst"], "size_bytes": int(s["size_bytes"]),
-                    "cls": s["cls"], "tag": s["tag"], "start_s": start,
-                    "end_s": start + fct_s if done else math.nan,
-                    "fct_s": fct_s if done else math.nan,
-                    "bytes_rx": int(hp.num(rr.get("rx_bytes"), 0)) if rr else
-                    (int(s["size_bytes"]) if done else 0),
-                    "retransmissions": int(hp.num(r.get("retx_bytes"), 0) // max(1, payload)),
-                    "completed": done, "sched_start_s": float(s["start_s"]),
-                    "cnps": int(hp.num(r.get("cnps"), 0)),
-                    "nacks": int(hp.num(r.get("nacks"), 0)),
-                    "timeouts": int(hp.num(r.get("timeouts"), 0))})
-            self.sink.flows(sorted(rows, key=lambda x: x["flow_id"]))
-            if offset is not None:
-                self.sink.hostcc(hp.iter_trace_rows(send_dir / "trace.csv", h, offset, ids))
-        self._collect_bulk()
-
-    def _collect_bulk(self) -> None:
-        from p4cc.traffic.iperf import Iperf3Error, parse_iperf3_json
-
-        flows, table = [], []
-        for p in self.bulk:
-            try:
-                res = parse_iperf3_json(p.log_path.read_text())
-            except (OSError, Iperf3Error) as exc:
-                res = {"error": str(exc), "bytes_received": 0, "retransmits": -1}
-            fid = p.meta["flow_id"]
-            table.append({"flow_id": fid, "src": p.host, "dst": p.meta["dst"],
-                          **{k: v for k, v in res.items() if k != "intervals"}})
-            flows.append({"flow_id": fid, "src": p.host, "dst": p.meta["dst"], "size_bytes": 0,
-                          "cls": "bulk", "tag": self.bulk_rows.set_index("flow_id").loc[
-                              fid, "tag"], "start_s": p.meta["start_s"], "end_s": math.nan,
-                          "fct_s": math.nan, "bytes_rx": int(res.get("bytes_received") or 0),
-                          "retransmissions": int(res.get("retransmits") or 0),
-                          "completed": res.get("error") is None,
-                          "sched_start_s": p.meta["start_s"], "cnps": 0, "nacks": 0,
-                          "timeouts": 0})
+        flows, traces = collect.sender_records(self.schedule, self.senders, self.hosts_dir,
+                                               self.topo, self.t0_epoch)
+        self.sink.flows(flows)
+        for rows in traces:
+            self.sink.hostcc(rows)
+        table, bulk_flows = collect.bulk_records(self.bulk, self.bulk_rows)
         if table:
             self.sink.table("bulk", table)
-            self.sink.flows(flows)
+            self.sink.flows(bulk_flows)
 
 
-def _data_overhead() -> int:
-    from p4cc.hostcc.wire import data_overhead
-
-    return data_overhead()
-
-
-def _int_rows(rec: Any) -> list[dict[str, Any]]:
-    """One row per hop of an IntRecord (fixed columns whatever the path length)."""
-    rep = rec.report
-    return [{"t_s": rec.t_s, "switch": rec.switch, "src": rep.src, "dst": rep.dst,
-             "sport": rep.sport, "dport": rep.dport, "hop": i, "hop_switch_id": h.switch_id,
-             "ingress_port": h.ingress_port, "egress_port": h.egress_port,
-             "hop_latency_us": h.hop_latency_us, "qdepth_pkts": h.qdepth_pkts,
-             "sojourn_us": h.sojourn_us, "flow_id": -1}
-            for i, h in enumerate(rep.hops)]
-
-
-__all__ = ["Bmv2Backend", "check_spec", "MAX_SWITCHES", "MAX_HOSTS", "P4ccError"]
+__all__ = ["MAX_HOSTS", "MAX_SWITCHES", "Bmv2Backend", "check_spec"]

@@ -151,9 +151,9 @@ def install_nic_cap(link_rate_bps: float) -> None:
     into its leaf (the fabric's links are unshaped veths: only switch egress queues
     have rates).  A real NIC serialises at line rate and its scheduler shares the line
     between QPs.  This subclass puts the flow classes under one parent class at the
-    link rate (HTB then shares the line between them) and is swapped into the sender
-    module of this process only.  Stop-gap until PacerConfig has a link-rate option
-    (docs/emulation.md).
+    link rate (each flow's CC rate becomes its ``ceil``; HTB shares the line between
+    them) and is swapped into the sender module of this process only.  Stop-gap until
+    PacerConfig has a link-rate option (docs/emulation.md).
     """
     from p4cc.hostcc import pacing, sender
 
@@ -170,10 +170,14 @@ def install_nic_cap(link_rate_bps: float) -> None:
             if classid & 0xFFFF < pacing.FIRST_FLOW_MINOR:  # the probe class stays at root
                 super()._class(cmd, classid, bps)
                 return
+            # HTB sends a leaf below its `rate` without asking its parent, so the flow's
+            # CC rate is its `ceil` (borrowed from the NIC class) and its `rate` the
+            # pacer's floor: the NIC class then bounds the sum, shared round-robin.
             burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
             self._ipr.tc(cmd, "htb", self._index, classid, parent=self._nic,
-                         rate=pacing._rate(bps), ceil=pacing._rate(bps), mtu=self.cfg.mtu,
-                         burst=burst, cburst=burst)
+                         rate=pacing._rate(min(bps, self.cfg.min_rate_bps)),
+                         ceil=pacing._rate(bps), mtu=self.cfg.mtu, burst=burst,
+                         cburst=burst, quantum=self.cfg.mtu)
 
     sender.HtbPacer = NicCappedPacer  # type: ignore[misc]
 
@@ -190,10 +194,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
     if args.nic_rate > 0:
         install_nic_cap(args.nic_rate)
-    import p4cc.cli  # noqa: F401  (the import cost is paid before t0)
-    import p4cc.hostcc.cc  # noqa: F401
-    import p4cc.hostcc.cli  # noqa: F401
-    import p4cc.hostcc.pacing  # noqa: F401
+    import p4cc.cli
+    import p4cc.hostcc.cc
+    import p4cc.hostcc.cli
+    import p4cc.hostcc.pacing
     import p4cc.hostcc.sender  # noqa: F401
 
     try:  # the HTB pacer's netlink library, imported lazily by the sender

@@ -58,9 +58,12 @@ def time_value(ctx: Ctx, path: str, v: Any) -> float:
             raise err(path, f"{v!r} is not a time; write e.g. 2.5, '500ms' or "
                              f"{{paper_time: 4.1}}")
         try:
-            return float(m.group(1)) * _UNITS[m.group(2)]
+            seconds = float(m.group(1)) * _UNITS[m.group(2)]
         except ValueError:
             raise err(path, f"{v!r} is not a time") from None
+        if not math.isfinite(seconds):
+            raise err(path, f"{v!r} is not a finite time")
+        return seconds
     return number(path, v)
 
 

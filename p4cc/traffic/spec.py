@@ -260,6 +260,9 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
         topo = parse_topo(doc["topology"], ctx.scale)
     except ConfigError as exc:
         raise err("topology", str(exc)) from None
+    if len(topo.hosts) < 2:
+        raise err("topology", f"{doc['topology']!r} has {len(topo.hosts)} host; traffic needs "
+                              f"at least two (e.g. leafspine,leaves=2,hosts=1)")
     duration = time_value(ctx, "duration_s", doc.get("duration_s"))
     if duration <= 0:
         raise err("duration_s", f"{duration:g} must be > 0")
@@ -288,6 +291,13 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
     if not isinstance(host_cc, str) or host_cc.partition(":")[0] not in HOST_CC:
         raise err("host_cc", f"{host_cc!r}; choose one of {list(HOST_CC)} (optionally "
                               f"':variant', e.g. 'dcqcn:hpcc-ns3', 'rlcc:model.json')")
+    if host_cc.partition(":")[0] != "tcp":
+        from p4cc.hostcc.cc import make_controller
+
+        try:  # an unknown DCQCN set or a policy file that does not load fails here
+            make_controller(host_cc, ctx.scale)
+        except ConfigError as exc:
+            raise err("host_cc", str(exc)) from None
     workloads_raw = doc.get("workloads")
     if not isinstance(workloads_raw, list) or not workloads_raw:
         raise err("workloads", "must be a non-empty list")

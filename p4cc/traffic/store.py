@@ -59,12 +59,15 @@ def software_versions() -> dict[str, Any]:
         p4cc_version = None
     commit = dirty = None
     if shutil.which("git") and (REPO_DIR / ".git").exists():
-        res = subprocess.run(["git", "-C", str(REPO_DIR), "rev-parse", "HEAD"],
-                             capture_output=True, text=True, timeout=10, check=False)
-        commit = res.stdout.strip() or None
-        res = subprocess.run(["git", "-C", str(REPO_DIR), "status", "--porcelain"],
-                             capture_output=True, text=True, timeout=10, check=False)
-        dirty = bool(res.stdout.strip()) if res.returncode == 0 else None
+        try:  # a slow or broken git must not fail the run: the versions say null
+            res = subprocess.run(["git", "-C", str(REPO_DIR), "rev-parse", "HEAD"],
+                                 capture_output=True, text=True, timeout=10, check=False)
+            commit = res.stdout.strip() or None
+            res = subprocess.run(["git", "-C", str(REPO_DIR), "status", "--porcelain"],
+                                 capture_output=True, text=True, timeout=10, check=False)
+            dirty = bool(res.stdout.strip()) if res.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("git version lookup failed: %s", exc)
     return {
         "python": platform.python_version(), "numpy": np.__version__,
         "pandas": pd.__version__, "p4cc": p4cc_version,

@@ -80,6 +80,9 @@ def _other(rng: np.random.Generator, hosts: Sequence[str], src: np.ndarray,
 def poisson_arrivals(rng: np.random.Generator, mean_gap_s: float, t0: float,
                      t1: float) -> np.ndarray:
     """Arrival times of a Poisson process of mean gap ``mean_gap_s`` in [t0, t1)."""
+    if not (math.isfinite(mean_gap_s) and mean_gap_s > 0):
+        raise ConfigError(f"Poisson arrivals need a positive mean gap, got {mean_gap_s!r} s; "
+                          f"check the load (0, 1] and the link rate")
     if t1 <= t0:
         return np.empty(0)
     expected = (t1 - t0) / mean_gap_s
@@ -149,6 +152,10 @@ def incast(rng: np.random.Generator, hosts: Sequence[str], *, senders: tuple[int
         chosen = rng.choice(np.asarray(others, dtype=object), size=p, replace=False)
         q = rng.integers(flows_per_sender[0], flows_per_sender[1] + 1, p)
         src = np.repeat(chosen, q)
+        if len(src) == 0:  # no sender or no flow: the gap below would be 0 forever
+            raise ConfigError(f"incast toward {dst}: no sender among hosts {list(hosts)} "
+                              f"(senders={senders}, flows_per_sender={flows_per_sender}); "
+                              f"the topology needs at least two hosts and >= 1 flow each")
         size = _sizes(rng, len(src), size_range, sizes, size_scale)
         cols["start_s"].append(np.full(len(src), t))
         cols["src"].append(src)
@@ -179,6 +186,9 @@ def partition_aggregate(rng: np.random.Generator, hosts: Sequence[str], *, aggre
         if not load or rate_bps <= 0:
             raise ConfigError("partition_aggregate needs period_s or load")
         period_s = len(workers) * resp * 8.0 / (rate_bps * load)
+    if not (math.isfinite(period_s) and period_s > 0):
+        raise ConfigError(f"partition_aggregate: period_s must be > 0, got {period_s!r} "
+                          f"(workers={list(workers)})")
     rows: dict[str, list[object]] = {k: [] for k in ("start_s", "src", "dst", "size_bytes",
                                                        "cls", "after")}
     qbytes = max(1, round(query_bytes * size_scale)) if query_bytes else 0

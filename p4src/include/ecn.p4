@@ -56,18 +56,21 @@ control Ecn(inout headers_t hdr,
         size = 512;
     }
 
+    /* Both counters in one action, no condition (one pipeline step).  Index
+     * meta.port_idx (set by ingress set_nhop): the egress port, or the unused index 0 for
+     * ports above MAX_PORT_INDEX; port_marked also counts packets that are not CE at
+     * index 0. */
+    action count_port() {
+        port_tx.count(meta.port_idx);
+        port_marked.count((hdr.ipv4.ecn == ECN_CE) ? meta.port_idx : 0);
+    }
+
     apply {
-        meta.qid = (bit<5>)standard_metadata.priority;
+        /* meta.qid was set by ingress (set_nhop), see metadata_t.qid. */
         if (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1) {
             ecn_config.apply();
         }
-
-        if (standard_metadata.egress_port <= MAX_PORT_INDEX) {
-            port_tx.count((bit<32>)standard_metadata.egress_port);
-            if (hdr.ipv4.isValid() && hdr.ipv4.ecn == ECN_CE) {
-                port_marked.count((bit<32>)standard_metadata.egress_port);
-            }
-        }
+        count_port();
     }
 }
 

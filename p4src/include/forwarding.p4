@@ -35,11 +35,17 @@ control Forwarding(inout headers_t hdr,
 
     /* Next hop: output port, MAC rewrite (dmac = next hop's MAC, smac = this switch's
      * port MAC), TTL decrement (the IPv4 checksum is recomputed in the deparser). */
+    /* Also counts port_offered (index meta.port_idx = port; ports above MAX_PORT_INDEX
+     * go to the unused index 0, so no extra condition is needed) and copies the queue priority into
+     * meta.qid (see metadata_t.qid): one action instead of three pipeline steps. */
     action set_nhop(port_t port, mac_t dmac, mac_t smac) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        meta.port_idx = (port <= MAX_PORT_INDEX) ? (bit<32>)port : 0;
+        port_offered.count(meta.port_idx);
+        meta.qid = (bit<5>)standard_metadata.priority;
     }
 
     action set_ecmp(bit<16> group, bit<16> size) {
@@ -65,23 +71,10 @@ control Forwarding(inout headers_t hdr,
         size = 1024;
     }
 
+    /* The caller has dropped TTL <= 1 already (no ICMP time-exceeded is generated);
+     * meta.l4_sport/l4_dport were set by the parser (0 for non-TCP/UDP). */
     apply {
         switch_config.apply();
-
-        if (hdr.tcp.isValid()) {
-            meta.l4_sport = hdr.tcp.src_port;
-            meta.l4_dport = hdr.tcp.dst_port;
-        } else if (hdr.udp.isValid()) {
-            meta.l4_sport = hdr.udp.src_port;
-            meta.l4_dport = hdr.udp.dst_port;
-        }
-
-        /* TTL 0 or 1 cannot be forwarded (no ICMP time-exceeded is generated). */
-        if (hdr.ipv4.ttl <= 1) {
-            drop();
-            return;
-        }
-
         ipv4_lpm.apply();
         if (meta.ecmp_hit == 1) {
             if (meta.ecmp_size == 0) {
@@ -96,11 +89,7 @@ control Forwarding(inout headers_t hdr,
                 ecmp_nhop.apply();
             }
         }
-
-        /* egress_spec is 511 (BMv2 drop port) after mark_to_drop, so it is never counted. */
-        if (standard_metadata.egress_spec <= MAX_PORT_INDEX) {
-            port_offered.count((bit<32>)standard_metadata.egress_spec);
-        }
+        /* port_offered is counted in set_nhop: dropped packets are never counted. */
     }
 }
 

@@ -102,18 +102,14 @@ header ipv4_t {
     ip4_t   dst_addr;
 }
 
-/* TCP without options (RFC 793); only the ports are used (ECMP hash, watchlist). */
+/* TCP without options (RFC 793); only the ports are used (ECMP hash, watchlist).
+ * The other 16 bytes (seq, ack, data offset, flags, window, checksum, urgent pointer)
+ * are one opaque field: every field of every header is a PHV field that BMv2 resets,
+ * looks up and copies per packet, so unused fields cost throughput (docs/dataplane.md). */
 header tcp_t {
-    bit<16> src_port;
-    bit<16> dst_port;
-    bit<32> seq_no;
-    bit<32> ack_no;
-    bit<4>  data_offset;
-    bit<4>  res;
-    bit<8>  flags;
-    bit<16> window;
-    bit<16> checksum;
-    bit<16> urgent_ptr;
+    bit<16>  src_port;
+    bit<16>  dst_port;
+    bit<128> rest;
 }
 
 /* UDP (RFC 768).  The checksum is set to 0 ("none", allowed over IPv4) whenever this
@@ -126,21 +122,14 @@ header udp_t {
 }
 
 /* InfiniBand Base Transport Header, 12 bytes (IBTA spec vol. 1 §9.2; RoCEv2 puts it
- * after UDP port 4791).  Same field widths as scapy.contrib.roce.BTH. */
+ * after UDP port 4791).  The data plane reads none of its fields, so the 11 bytes after
+ * the opcode are one opaque field (fewer PHV fields, see tcp_t); in wire order they are
+ * solicited 1, migreq 1, pad_count 2, tver 4, pkey 16, fecn 1, becn 1, resv6 6,
+ * dest_qp 24 (p4cc: flow id), ack_req 1, resv7 7, psn 24 (p4cc: sequence number) —
+ * the field widths of scapy.contrib.roce.BTH. */
 header bth_t {
     bit<8>  opcode;         // 0x81 = CNP (p4cc/packets/transport.py)
-    bit<1>  solicited;
-    bit<1>  migreq;
-    bit<2>  pad_count;
-    bit<4>  tver;
-    bit<16> pkey;
-    bit<1>  fecn;
-    bit<1>  becn;
-    bit<6>  resv6;
-    bit<24> dest_qp;        // p4cc: flow id
-    bit<1>  ack_req;
-    bit<7>  resv7;
-    bit<24> psn;            // p4cc: sequence number
+    bit<88> rest;
 }
 
 /* INT shim, 4 bytes, right after UDP when DSCP == DSCP_INT. */
@@ -165,16 +154,21 @@ header int_md_t {
     bit<16> rsvd1;
 }
 
-/* INT hop record, 24 bytes, newest first (each switch pushes at the front). */
+/* INT hop record, 24 bytes, newest first (each switch pushes at the front).  ONE
+ * 192-bit field in wire order (8 records x 7 fields would be 56 PHV fields that BMv2
+ * handles for every packet, INT or not); the fields are the slices below:
+ *   switch_id    [191:160]  switch_config.switch_id of the pushing switch
+ *   ingress_port [159:144]
+ *   egress_port  [143:128]
+ *   hop_latency  [127:96]   µs: egress_global_timestamp - ingress_global_timestamp
+ *   qdepth       [95:64]    enq_qdepth in packets
+ *   egress_ts    [63:32]    µs: low 32 bits of egress_global_timestamp (own clock)
+ *   sojourn      [31:0]     µs: deq_timedelta, time spent in the egress queue */
 header int_hop_t {
-    switch_id_t switch_id;  // switch_config.switch_id of the pushing switch
-    bit<16> ingress_port;
-    bit<16> egress_port;
-    bit<32> hop_latency;    // µs: egress_global_timestamp - ingress_global_timestamp
-    bit<32> qdepth;         // enq_qdepth in packets
-    bit<32> egress_ts;      // µs: low 32 bits of egress_global_timestamp (switch's own clock)
-    bit<32> sojourn;        // µs: deq_timedelta, time spent in the egress queue
+    bit<192> rec;
 }
+#define INT_HOP_LATENCY(h) ((h).rec[127:96])
+#define INT_HOP_QDEPTH(h)  ((h).rec[95:64])
 
 /* INT summary, 8 bytes, after UDP when DSCP == DSCP_INT_SUMMARY (written by the sink). */
 header int_summary_t {
@@ -201,24 +195,21 @@ struct headers_t {
 /* What the INT sink saves for its E2E clone (see int.p4): a clone starts with reset
  * metadata and BMv2 copies only VALID headers, so the stripped INT stack is carried in
  * these preserved fields and rebuilt in the clone's egress pass.  Each hop record is
- * kept packed as 192 bits (int_hop_t field order). */
+ * kept packed as 192 bits (int_hop_t field order).  Two wide fields instead of 15:
+ * BMv2 builds every packet's PHV field by field, so the field count costs throughput
+ * on every packet, INT or not (docs/dataplane.md); the parts are the slices below. */
 struct int_saved_t {
-    bit<16>  ingress_port;
-    bit<16>  egress_port;
-    bit<32>  switch_id;
-    bit<6>   orig_dscp;
-    bit<8>   hop_count;
-    bit<8>   max_hops;
-    bit<1>   e;
-    bit<192> hop0;
-    bit<192> hop1;
-    bit<192> hop2;
-    bit<192> hop3;
-    bit<192> hop4;
-    bit<192> hop5;
-    bit<192> hop6;
-    bit<192> hop7;
+    bit<87>   info;   // ingress_port 16, egress_port 16, switch_id 32, orig_dscp 6,
+                      // hop_count 8, max_hops 8, e 1 (msb first)
+    bit<1536> hops;   // record i (int_hops[i].rec) at [192*i+191 : 192*i]
 }
+#define INT_SAVED_INGRESS_PORT (meta.int_saved.info[86:71])
+#define INT_SAVED_EGRESS_PORT  (meta.int_saved.info[70:55])
+#define INT_SAVED_SWITCH_ID    (meta.int_saved.info[54:23])
+#define INT_SAVED_ORIG_DSCP    (meta.int_saved.info[22:17])
+#define INT_SAVED_HOP_COUNT    (meta.int_saved.info[16:9])
+#define INT_SAVED_MAX_HOPS     (meta.int_saved.info[8:1])
+#define INT_SAVED_E            (meta.int_saved.info[0:0])
 
 struct metadata_t {
     /* switch_config (ingress) -> egress */
@@ -241,6 +232,14 @@ struct metadata_t {
      * here instead: the priority queue ingress chose; 0 (the only queue) unless BMv2
      * runs with --priority-queues and ingress sets a priority, which p4cc does not. */
     bit<5>      qid;
+    /* Index of the egress port in the per-port counters/registers, set once by
+     * set_nhop: the port, or the unused index 0 for ports above MAX_PORT_INDEX.  A
+     * metadata field, not a local: p4c copy-propagates locals into every use, so each
+     * register access would recompute it in an extra primitive. */
+    bit<32>     port_idx;
+    /* Telemetry bitmap word indices (port_idx * BITMAP_WORDS + word), see port_idx. */
+    bit<32>     tel_si;
+    bit<32>     tel_fi;
     /* INT parse bookkeeping */
     bit<8>      int_hops_left;
     /* Preserved for the INT report clone. */

@@ -25,30 +25,20 @@
 #ifndef P4CC_INT_P4
 #define P4CC_INT_P4
 
-/* Pack/unpack a hop record as 192 bits in wire order (int_hop_t). */
-#define INT_PACK_HOP(h) ((h).switch_id ++ (h).ingress_port ++ (h).egress_port ++ \
-                         (h).hop_latency ++ (h).qdepth ++ (h).egress_ts ++ (h).sojourn)
-
-#define INT_SAVE_HOP(i) meta.int_saved.hop##i = INT_PACK_HOP(hdr.int_hops[i]);
-
+/* A hop record is one 192-bit field in wire order (int_hop_t), saved as is in
+ * meta.int_saved.hops (record i at bits [192*i+191 : 192*i]). */
 #define INT_RESTORE_HOP(i)                                                  \
-    if (meta.int_saved.hop_count > i) {                                     \
+    if (INT_SAVED_HOP_COUNT > i) {                                          \
         hdr.int_hops[i].setValid();                                         \
-        hdr.int_hops[i].switch_id    = meta.int_saved.hop##i[191:160];      \
-        hdr.int_hops[i].ingress_port = meta.int_saved.hop##i[159:144];      \
-        hdr.int_hops[i].egress_port  = meta.int_saved.hop##i[143:128];      \
-        hdr.int_hops[i].hop_latency  = meta.int_saved.hop##i[127:96];       \
-        hdr.int_hops[i].qdepth       = meta.int_saved.hop##i[95:64];        \
-        hdr.int_hops[i].egress_ts    = meta.int_saved.hop##i[63:32];        \
-        hdr.int_hops[i].sojourn      = meta.int_saved.hop##i[31:0];         \
+        hdr.int_hops[i].rec = meta.int_saved.hops[192 * i + 191 : 192 * i]; \
     }
 
 /* Sum of latencies and max depth over the valid records. */
 #define INT_ACC_HOP(i)                                                      \
     if (hdr.int_hops[i].isValid()) {                                        \
-        path_latency = path_latency + hdr.int_hops[i].hop_latency;          \
-        if (hdr.int_hops[i].qdepth > max_qdepth) {                          \
-            max_qdepth = hdr.int_hops[i].qdepth;                            \
+        path_latency = path_latency + INT_HOP_LATENCY(hdr.int_hops[i]);     \
+        if (INT_HOP_QDEPTH(hdr.int_hops[i]) > max_qdepth) {                 \
+            max_qdepth = INT_HOP_QDEPTH(hdr.int_hops[i]);                   \
         }                                                                   \
     }
 
@@ -56,11 +46,8 @@ control IntEgress(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
-    bit<1> is_sink = 0;
-
-    action int_sink_port() {
-        is_sink = 1;
-    }
+    /* The table's hit decides (no flag to set: one assignment less per packet). */
+    action int_sink_port() { }
 
     /* Ports that lead to a host: the INT stack ends here. */
     table int_sink {
@@ -96,14 +83,15 @@ control IntEgress(inout headers_t hdr,
     action push_hop() {
         hdr.int_hops.push_front(1);
         hdr.int_hops[0].setValid();
-        hdr.int_hops[0].switch_id = meta.switch_id;
-        hdr.int_hops[0].ingress_port = (bit<16>)standard_metadata.ingress_port;
-        hdr.int_hops[0].egress_port = (bit<16>)standard_metadata.egress_port;
-        hdr.int_hops[0].hop_latency =
-            (bit<32>)(standard_metadata.egress_global_timestamp - standard_metadata.ingress_global_timestamp);
-        hdr.int_hops[0].qdepth = (bit<32>)standard_metadata.enq_qdepth;
-        hdr.int_hops[0].egress_ts = (bit<32>)standard_metadata.egress_global_timestamp;
-        hdr.int_hops[0].sojourn = standard_metadata.deq_timedelta;
+        /* switch_id, ingress_port, egress_port, hop_latency, qdepth, egress_ts, sojourn */
+        hdr.int_hops[0].rec = meta.switch_id
+            ++ (bit<16>)standard_metadata.ingress_port
+            ++ (bit<16>)standard_metadata.egress_port
+            ++ (bit<32>)(standard_metadata.egress_global_timestamp -
+                         standard_metadata.ingress_global_timestamp)
+            ++ (bit<32>)standard_metadata.enq_qdepth
+            ++ (bit<32>)standard_metadata.egress_global_timestamp
+            ++ standard_metadata.deq_timedelta;
         hdr.int_md.hop_count = hdr.int_md.hop_count + 1;
         hdr.int_shim.length = hdr.int_shim.length + INT_HOP_WORDS;
         hdr.ipv4.total_len = hdr.ipv4.total_len + INT_HOP_BYTES;
@@ -112,33 +100,28 @@ control IntEgress(inout headers_t hdr,
     }
 
     action save_for_report() {
-        meta.int_saved.ingress_port = (bit<16>)standard_metadata.ingress_port;
-        meta.int_saved.egress_port = (bit<16>)standard_metadata.egress_port;
-        meta.int_saved.switch_id = meta.switch_id;
-        meta.int_saved.orig_dscp = hdr.int_shim.orig_dscp;
-        meta.int_saved.hop_count = hdr.int_md.hop_count;
-        meta.int_saved.max_hops = hdr.int_md.max_hops;
-        meta.int_saved.e = hdr.int_md.e;
-        INT_SAVE_HOP(0)
-        INT_SAVE_HOP(1)
-        INT_SAVE_HOP(2)
-        INT_SAVE_HOP(3)
-        INT_SAVE_HOP(4)
-        INT_SAVE_HOP(5)
-        INT_SAVE_HOP(6)
-        INT_SAVE_HOP(7)
+        /* layout: see int_saved_t */
+        meta.int_saved.info = (bit<16>)standard_metadata.ingress_port
+            ++ (bit<16>)standard_metadata.egress_port
+            ++ meta.switch_id
+            ++ hdr.int_shim.orig_dscp
+            ++ hdr.int_md.hop_count
+            ++ hdr.int_md.max_hops
+            ++ hdr.int_md.e;
+        meta.int_saved.hops = hdr.int_hops[7].rec ++ hdr.int_hops[6].rec
+            ++ hdr.int_hops[5].rec ++ hdr.int_hops[4].rec
+            ++ hdr.int_hops[3].rec ++ hdr.int_hops[2].rec
+            ++ hdr.int_hops[1].rec ++ hdr.int_hops[0].rec;
     }
 
+    /* Applied (by P4ccEgress) only to packets with an INT stack or chosen as INT
+     * sources: meta.int_source == 1 (set by int_watchlist for UDP packets without INT,
+     * max_hops > 0) or hdr.int_shim valid (parsed after UDP); never both.  No `return`
+     * statements: p4c turns each into a flag plus conditions, i.e. extra BMv2 steps. */
     apply {
         bool pushed = false;
-        if (!hdr.udp.isValid()) {
-            return;
-        }
-        if (meta.int_source == 1 && meta.int_max_hops > 0 && !hdr.int_shim.isValid()) {
+        if (meta.int_source == 1) {
             insert_int();
-        }
-        if (!hdr.int_shim.isValid()) {
-            return;
         }
 
         if (hdr.int_md.hop_count < hdr.int_md.max_hops &&
@@ -149,48 +132,46 @@ control IntEgress(inout headers_t hdr,
             hdr.int_md.e = 1;
         }
 
-        int_sink.apply();
-        if (is_sink == 0) {
-            return;
-        }
+        if (int_sink.apply().hit) {
 
-        /* Summary over the stack; the local hop is included even when it could not be
-         * pushed (max hops reached). */
-        bit<32> path_latency = 0;
-        bit<32> max_qdepth = 0;
-        INT_ACC_HOP(0)
-        INT_ACC_HOP(1)
-        INT_ACC_HOP(2)
-        INT_ACC_HOP(3)
-        INT_ACC_HOP(4)
-        INT_ACC_HOP(5)
-        INT_ACC_HOP(6)
-        INT_ACC_HOP(7)
-        if (!pushed) {
-            path_latency = path_latency + (bit<32>)(standard_metadata.egress_global_timestamp -
-                                                    standard_metadata.ingress_global_timestamp);
-            if ((bit<32>)standard_metadata.enq_qdepth > max_qdepth) {
-                max_qdepth = (bit<32>)standard_metadata.enq_qdepth;
+            /* Summary over the stack; the local hop is included even when it could not be
+             * pushed (max hops reached). */
+            bit<32> path_latency = 0;
+            bit<32> max_qdepth = 0;
+            INT_ACC_HOP(0)
+            INT_ACC_HOP(1)
+            INT_ACC_HOP(2)
+            INT_ACC_HOP(3)
+            INT_ACC_HOP(4)
+            INT_ACC_HOP(5)
+            INT_ACC_HOP(6)
+            INT_ACC_HOP(7)
+            if (!pushed) {
+                path_latency = path_latency + (bit<32>)(standard_metadata.egress_global_timestamp -
+                                                        standard_metadata.ingress_global_timestamp);
+                if ((bit<32>)standard_metadata.enq_qdepth > max_qdepth) {
+                    max_qdepth = (bit<32>)standard_metadata.enq_qdepth;
+                }
             }
+
+            save_for_report();
+            clone_preserving_field_list(CloneType.E2E, INT_REPORT_SESSION, INT_REPORT_FL);
+
+            /* Strip: shim + metadata + hop_count records out, summary in. */
+            bit<16> int_bytes = INT_SHIM_MD_BYTES +
+                                (bit<16>)hdr.int_md.hop_count * INT_HOP_BYTES;
+            hdr.int_summary.setValid();
+            hdr.int_summary.hop_count = hdr.int_md.hop_count;
+            hdr.int_summary.max_qdepth = max_qdepth[23:0];   // enq_qdepth is 19 bits
+            hdr.int_summary.path_latency = path_latency;
+            hdr.int_shim.setInvalid();
+            hdr.int_md.setInvalid();
+            hdr.int_hops.pop_front(INT_MAX_HOPS);
+            hdr.ipv4.dscp = DSCP_INT_SUMMARY;
+            hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes + INT_SUMMARY_BYTES;
+            hdr.udp.length = hdr.udp.length - int_bytes + INT_SUMMARY_BYTES;
+            hdr.udp.checksum = 0;
         }
-
-        save_for_report();
-        clone_preserving_field_list(CloneType.E2E, INT_REPORT_SESSION, INT_REPORT_FL);
-
-        /* Strip: shim + metadata + hop_count records out, summary in. */
-        bit<16> int_bytes = INT_SHIM_MD_BYTES +
-                            (bit<16>)hdr.int_md.hop_count * INT_HOP_BYTES;
-        hdr.int_summary.setValid();
-        hdr.int_summary.hop_count = hdr.int_md.hop_count;
-        hdr.int_summary.max_qdepth = max_qdepth[23:0];   // enq_qdepth is 19 bits
-        hdr.int_summary.path_latency = path_latency;
-        hdr.int_shim.setInvalid();
-        hdr.int_md.setInvalid();
-        hdr.int_hops.pop_front(INT_MAX_HOPS);
-        hdr.ipv4.dscp = DSCP_INT_SUMMARY;
-        hdr.ipv4.total_len = hdr.ipv4.total_len - int_bytes + INT_SUMMARY_BYTES;
-        hdr.udp.length = hdr.udp.length - int_bytes + INT_SUMMARY_BYTES;
-        hdr.udp.checksum = 0;
     }
 }
 
@@ -201,30 +182,30 @@ control IntReport(inout headers_t hdr,
                   inout standard_metadata_t standard_metadata) {
     apply {
         hdr.packet_in.setValid();
-        hdr.packet_in.ingress_port = meta.int_saved.ingress_port;
-        hdr.packet_in.egress_port = meta.int_saved.egress_port;
-        hdr.packet_in.switch_id = meta.int_saved.switch_id;
+        hdr.packet_in.ingress_port = INT_SAVED_INGRESS_PORT;
+        hdr.packet_in.egress_port = INT_SAVED_EGRESS_PORT;
+        hdr.packet_in.switch_id = INT_SAVED_SWITCH_ID;
         hdr.packet_in.reason = PACKET_IN_REASON_INT_REPORT;
         hdr.packet_in.rsvd = 0;
         if (!hdr.int_summary.isValid()) {
             return;   // not a sink clone; nothing to rebuild
         }
         bit<16> int_bytes = INT_SHIM_MD_BYTES +
-                            (bit<16>)meta.int_saved.hop_count * INT_HOP_BYTES;
+                            (bit<16>)INT_SAVED_HOP_COUNT * INT_HOP_BYTES;
         hdr.int_summary.setInvalid();
         hdr.int_shim.setValid();
         hdr.int_shim.int_type = INT_TYPE_P4CC;
         hdr.int_shim.rsvd0 = 0;
         hdr.int_shim.length = (bit<8>)(int_bytes >> 2);
         hdr.int_shim.rsvd1 = 0;
-        hdr.int_shim.orig_dscp = meta.int_saved.orig_dscp;
+        hdr.int_shim.orig_dscp = INT_SAVED_ORIG_DSCP;
         hdr.int_shim.rsvd2 = 0;
         hdr.int_md.setValid();
         hdr.int_md.version = INT_VERSION;
-        hdr.int_md.e = meta.int_saved.e;
+        hdr.int_md.e = INT_SAVED_E;
         hdr.int_md.rsvd0 = 0;
-        hdr.int_md.hop_count = meta.int_saved.hop_count;
-        hdr.int_md.max_hops = meta.int_saved.max_hops;
+        hdr.int_md.hop_count = INT_SAVED_HOP_COUNT;
+        hdr.int_md.max_hops = INT_SAVED_MAX_HOPS;
         hdr.int_md.hop_words = INT_HOP_WORDS;
         hdr.int_md.instructions = INT_INSTRUCTIONS;
         hdr.int_md.rsvd1 = 0;

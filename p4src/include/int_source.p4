@@ -13,10 +13,11 @@ control IntSource(inout headers_t hdr,
                   inout metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
 
-    /* max_hops is clamped to the header-stack size INT_MAX_HOPS. */
+    /* max_hops is clamped to the header-stack size INT_MAX_HOPS; max_hops 0 means no
+     * INT (int_source stays 0).  Branch-free: no extra pipeline step. */
     action int_source(bit<8> max_hops) {
-        meta.int_source = 1;
-        meta.int_max_hops = max_hops;
+        meta.int_source = (max_hops > 0) ? (bit<1>)1 : 0;
+        meta.int_max_hops = (max_hops > INT_MAX_HOPS_B) ? INT_MAX_HOPS_B : max_hops;
     }
 
     table int_watchlist {
@@ -34,9 +35,6 @@ control IntSource(inout headers_t hdr,
     apply {
         if (hdr.udp.isValid() && !hdr.int_shim.isValid() && !hdr.int_summary.isValid()) {
             int_watchlist.apply();
-            if (meta.int_max_hops > INT_MAX_HOPS_B) {
-                meta.int_max_hops = INT_MAX_HOPS_B;
-            }
         }
     }
 }

@@ -45,71 +45,68 @@ control Telemetry(inout headers_t hdr,
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r0;
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r1;
 
-    /* Everything per packet in ONE action: BMv2 runs each action atomically with
-     * respect to the register arrays it touches (see above), and every extra action
-     * or condition is a pipeline step that costs BMv2 throughput (docs/dataplane.md). */
-    action update_all(bit<32> port) {
+    /* Everything per packet in ONE action, applied to every normal egress packet
+     * without a condition: BMv2 runs each action atomically with respect to the
+     * register arrays it touches (see above), and every extra action or condition is a
+     * pipeline step that costs BMv2 throughput (docs/dataplane.md).  Ports above
+     * MAX_PORT_INDEX (never a p4cc data port) are accounted at the unused index 0
+     * (meta.port_idx, computed once in ingress; indices are metadata fields, not
+     * locals, so that p4c does not recompute them in a primitive per access). */
+    action update_all() {
         bit<64> v64;
         bit<32> v32;
         bitmap_word_t w;
         bit<8>  src_hash;   // bit position of hash(ipv4 src) in the 256-bit bitmap
-        bit<8>  flow_hash;  // bit position of hash(5-tuple)
-        bit<32> i0;
-        bit<32> i1;
+        bit<32> fh;         // crc32(5-tuple): [11:0] row 0, [23:12] row 1, [31:24] flow bit
         bit<32> c0;
         bit<32> c1;
 
         /* queue statistics */
-        q_enq_sum.read(v64, port);
-        q_enq_sum.write(port, v64 + (bit<64>)standard_metadata.enq_qdepth);
-        q_enq_cnt.read(v64, port);
-        q_enq_cnt.write(port, v64 + 1);
-        q_enq_max.read(v32, port);
-        q_enq_max.write(port, (v32 > (bit<32>)standard_metadata.enq_qdepth)
+        q_enq_sum.read(v64, meta.port_idx);
+        q_enq_sum.write(meta.port_idx, v64 + (bit<64>)standard_metadata.enq_qdepth);
+        q_enq_cnt.read(v64, meta.port_idx);
+        q_enq_cnt.write(meta.port_idx, v64 + 1);
+        q_enq_max.read(v32, meta.port_idx);
+        q_enq_max.write(meta.port_idx, (v32 > (bit<32>)standard_metadata.enq_qdepth)
                               ? v32 : (bit<32>)standard_metadata.enq_qdepth);
-        q_sojourn_sum.read(v64, port);
-        q_sojourn_sum.write(port, v64 + (bit<64>)standard_metadata.deq_timedelta);
+        q_sojourn_sum.read(v64, meta.port_idx);
+        q_sojourn_sum.write(meta.port_idx, v64 + (bit<64>)standard_metadata.deq_timedelta);
 
         /* incast degree: set bit hash(src) of the port's bitmap (word = bit / 64) */
         hash(src_hash, HashAlgorithm.crc16, (bit<8>)0, { hdr.ipv4.src_addr }, (bit<16>)256);
-        bit<32> si = port * BITMAP_WORDS + (bit<32>)(src_hash >> 6);
-        incast_bits.read(w, si);
-        incast_bits.write(si, w | ((bitmap_word_t)1 << (src_hash & 63)));
+        meta.tel_si = meta.port_idx * BITMAP_WORDS + (bit<32>)(src_hash >> 6);
+        incast_bits.read(w, meta.tel_si);
+        incast_bits.write(meta.tel_si, w | ((bitmap_word_t)1 << (src_hash & 63)));
 
-        /* flow count: set bit hash(5-tuple) */
-        hash(flow_hash, HashAlgorithm.crc16, (bit<8>)0,
+        /* ONE hash of the 5-tuple serves the flow bitmaps and both sketch rows: three
+         * disjoint bit fields of a CRC-32 (each hash call costs a pipeline primitive and
+         * a field-list serialisation on BMv2).  Two flows collide in both rows only if
+         * their CRCs agree in 24 bits, as for two independent 12-bit hashes. */
+        hash(fh, HashAlgorithm.crc32, (bit<32>)0,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-               meta.l4_sport, meta.l4_dport }, (bit<16>)256);
-        bit<32> fi = port * BITMAP_WORDS + (bit<32>)(flow_hash >> 6);
-        bitmap_word_t fbit = (bitmap_word_t)1 << (flow_hash & 63);
-        flow_bits.read(w, fi);
-        flow_bits.write(fi, w | fbit);
+               meta.l4_sport, meta.l4_dport }, (bit<64>)0x100000000);
+        meta.tel_fi = meta.port_idx * BITMAP_WORDS + (bit<32>)fh[31:30];
+        bitmap_word_t fbit = (bitmap_word_t)1 << fh[29:24];
+        flow_bits.read(w, meta.tel_fi);
+        flow_bits.write(meta.tel_fi, w | fbit);
 
-        /* count-min sketch: two rows, different hash functions and field orders.
-         * 32 bits hold 4 GB per interval; the control plane resets the rows first. */
-        hash(i0, HashAlgorithm.crc32, (bit<32>)0,
-             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
-               meta.l4_sport, meta.l4_dport }, SKETCH_ROWS_SIZE);
-        hash(i1, HashAlgorithm.crc16, (bit<32>)0,
-             { hdr.ipv4.dst_addr, hdr.ipv4.src_addr, meta.l4_dport, meta.l4_sport,
-               hdr.ipv4.protocol }, SKETCH_ROWS_SIZE);
-        flow_bytes_r0.read(c0, i0);
+        /* count-min sketch: two rows.  32 bits hold 4 GB per interval; the control
+         * plane resets the rows first. */
+        flow_bytes_r0.read(c0, (bit<32>)fh[11:0]);
         c0 = c0 + standard_metadata.packet_length;
-        flow_bytes_r0.write(i0, c0);
-        flow_bytes_r1.read(c1, i1);
+        flow_bytes_r0.write((bit<32>)fh[11:0], c0);
+        flow_bytes_r1.read(c1, (bit<32>)fh[23:12]);
         c1 = c1 + standard_metadata.packet_length;
-        flow_bytes_r1.write(i1, c1);
+        flow_bytes_r1.write((bit<32>)fh[23:12], c1);
 
         /* elephant: the flow's bit once min(c0, c1) >= elephant_bytes (branch-free) */
         bit<32> est = (c0 < c1) ? c0 : c1;
-        elephant_bits.read(w, fi);
-        elephant_bits.write(fi, w | ((est >= meta.elephant_bytes) ? fbit : 0));
+        elephant_bits.read(w, meta.tel_fi);
+        elephant_bits.write(meta.tel_fi, w | ((est >= meta.elephant_bytes) ? fbit : 0));
     }
 
     apply {
-        if (standard_metadata.egress_port <= MAX_PORT_INDEX && hdr.ipv4.isValid()) {
-            update_all((bit<32>)standard_metadata.egress_port);
-        }
+        update_all();
     }
 }
 

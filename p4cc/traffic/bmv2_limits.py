@@ -1,0 +1,96 @@
+"""What the BMv2 backend can play on two cores, checked before anything starts.
+
+The limits are measured on the development machine (docs/emulation.md); ``check_spec``
+raises ConfigError naming the feature and the backend, or ToolMissingError.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+from p4cc.errors import ConfigError, ToolMissingError
+from p4cc.traffic.spec import ExperimentSpec
+
+#: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
+#: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
+#: processes (~10-20 % of a core each); beyond these the processes starve each other
+#: and BMv2's queue rate stops being the bottleneck (measured: docs/emulation.md).
+MAX_SWITCHES = 4
+MAX_HOSTS = 10
+#: BMv2 forwards ~10-20 kpps per switch on this machine without logging; 1000-byte
+#: packets at 20 Mb/s are 2.5 kpps per port, so faster scales are refused.
+MAX_LINK_RATE_BPS = 20e6
+#: Each ControlLoop poll reads 3 counters (P4Runtime) and 7 registers (Thrift) and
+#: resets them: ~10-30 ms per switch here; shorter intervals would overrun.
+MIN_INTERVAL_S = 0.05
+#: INT reports are one PacketIn per watched packet, decoded with Scapy (~0.1-0.2 ms
+#: each): watch the flows of this many source hosts (the first in the schedule) only.
+INT_SOURCES = 1
+#: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
+HOST_CC = ("dcqcn", "rlcc")
+IPERF_BASE_PORT = 5301
+STARTUP_TIMEOUT_S = 60.0
+#: lead between the go file and t0, for the senders to see it
+GO_LEAD_S = 0.5
+
+
+def check_spec(spec: ExperimentSpec) -> None:
+    """ConfigError naming what BMv2 cannot honour; ToolMissingError for missing tools."""
+    topo = spec.topo()
+    if len(topo.switches) > MAX_SWITCHES or len(topo.hosts) > MAX_HOSTS:
+        raise ConfigError(
+            f"topology {spec.topology!r} has {len(topo.switches)} switches and "
+            f"{len(topo.hosts)} hosts; the bmv2 backend runs at most {MAX_SWITCHES} switches "
+            f"and {MAX_HOSTS} hosts (one BMv2 process per switch, Python senders per host, on "
+            f"two cores): use a smaller topology, or --backend sim")
+    rates = [lk.rate_bps for lk in topo.links]
+    if max(rates) > MAX_LINK_RATE_BPS:
+        raise ConfigError(
+            f"scale {spec.scale!r} runs links at up to {max(rates) / 1e6:g} Mb/s; the bmv2 "
+            f"backend supports at most {MAX_LINK_RATE_BPS / 1e6:g} Mb/s per link (BMv2 "
+            f"software forwarding): use scale testbed or testbed-fast, or --backend sim")
+    if spec.interval_s < MIN_INTERVAL_S:
+        raise ConfigError(
+            f"interval_s {spec.interval_s:g} s is shorter than the bmv2 backend's minimum "
+            f"{MIN_INTERVAL_S:g} s (one telemetry poll per switch takes ~10-30 ms): raise it")
+    cc = spec.host_cc.partition(":")[0]
+    sized = [w for w in spec.workloads if w.type != "bulk"]
+    if sized and cc not in HOST_CC:
+        raise ConfigError(
+            f"host_cc {spec.host_cc!r} is not available on the bmv2 backend's hosts: sized "
+            f"flows run p4cc's userspace transport with {list(HOST_CC)}; kernel TCP is only "
+            f"used for bulk workloads (iperf3)")
+    for i, w in enumerate(spec.workloads):
+        if w.type == "storage" or (w.type == "partition_aggregate"
+                                   and int(w.p.get("query_bytes", 0)) > 0):
+            raise ConfigError(
+                f"workloads[{i}] ({w.type}) has flows that start when another completes "
+                f"(schedule column 'after'); the bmv2 backend plays start times only: use "
+                f"--backend sim, or partition_aggregate without query_bytes")
+    from p4cc.doctor import bmv2_missing
+
+    missing = bmv2_missing()
+    if missing:
+        raise ToolMissingError(
+            "the bmv2 backend needs: " + "; ".join(f"{c.name} ({c.fix or c.detail})"
+                                                   for c in missing)
+            + " (`p4cc doctor` lists everything); or run with --backend sim")
+    if any(w.type == "bulk" for w in spec.workloads):
+        if shutil.which("iperf3") is None:
+            raise ToolMissingError("bulk workloads on bmv2 need iperf3: apt-get install iperf3")
+#: RTT probes (p4cc.hostcc: default every 4 x base RTT per flow) are small packets, but
+#: BMv2's egress queue rate is in *packets*/s (REFERENCE §1), so each probe costs as
+#: much of the bottleneck as a full data packet: four flows at 8 ms took 500 of the
+#: 1250 pps of a 10 Mb/s port (measured: utilisation 0.65 with a full queue).  The
+#: backend spaces probes so that all sources' probes stay within this fraction of one
+#: host link's packet rate; DCQCN does not use RTT samples, so it probes rarely.
+PROBE_PPS_BUDGET = 0.05
+DCQCN_PROBE_INTERVAL_S = 0.1
+
+
+def probe_interval_s(host_cc: str, sources: int, link_pps: float, base_rtt_s: float) -> float:
+    """``p4cc host send --probe-interval`` for this run (see PROBE_PPS_BUDGET)."""
+    floor = 4 * base_rtt_s  # the hostcc default
+    if host_cc.partition(":")[0] == "dcqcn":
+        return max(floor, DCQCN_PROBE_INTERVAL_S)
+    return max(floor, max(1, sources) / (PROBE_PPS_BUDGET * link_pps))
