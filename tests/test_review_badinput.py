@@ -254,3 +254,18 @@ def test_host_cc_variant_is_checked_before_anything_starts(host_cc: str, pattern
     with pytest.raises(ConfigError, match=pattern):
         parse_spec({**SPEC, "host_cc": host_cc})
     parse_spec({**SPEC, "host_cc": "rlcc:lstm"})  # a shipped policy name
+
+
+def test_iperf3_servers_not_listening_is_a_switch_error_not_a_missing_tool() -> None:
+    from p4cc.errors import SwitchError, ToolMissingError
+    from p4cc.topo.testbed import Incast
+
+    class Host:
+        def cmd(self, line: str) -> str:
+            return "State Recv-Q Send-Q Local Address:Port\n"  # nothing listens
+
+    inc = Incast.__new__(Incast)  # no fabric or iperf3 needed for this check
+    inc.receiver = "h5"
+    with pytest.raises(SwitchError, match=r"h5 did not listen on ports 5201\.\.5202") as err:
+        inc._wait_servers(Host(), 2, timeout_s=0.1)
+    assert not isinstance(err.value, ToolMissingError)

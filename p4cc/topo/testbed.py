@@ -24,7 +24,7 @@ from typing import Any
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.records import PortTelemetry
-from p4cc.errors import ConfigError, ToolMissingError
+from p4cc.errors import ConfigError, SwitchError, ToolMissingError
 from p4cc.scale import Scale, get_scale
 from p4cc.topo.build import Fabric, FabricOptions
 from p4cc.topo.control import FabricControl
@@ -128,7 +128,9 @@ class Incast:
             if all(f":{p} " in out for p in ports):
                 return
             time.sleep(0.05)  # poll interval of the readiness condition
-        raise ToolMissingError("iperf3 servers did not start listening within 10 s")
+        raise SwitchError(f"iperf3 servers on {self.receiver} did not listen on ports "
+                          f"{IPERF_BASE_PORT}..{IPERF_BASE_PORT + count - 1} within "
+                          f"{timeout_s:g} s; is another iperf3 using them?")
 
     def stop(self) -> None:
         for p in self.procs:
