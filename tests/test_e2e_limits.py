@@ -88,7 +88,8 @@ def test_sender_records_map_ids_and_times(tmp_path: Path) -> None:
     t0 = 1000.0
     _csv(tmp_path / "h1" / "send" / "fct.csv", [
         {"flow_id": 1, "sport": 4000, "start_s": 0.01, "fct_s": 0.5, "start_epoch": t0 + 0.03,
-         "completed": True, "retx_bytes": 2 * (1000 - data_overhead()), "cnps": 3, "nacks": 1, "timeouts": 0},
+         "completed": True, "retx_bytes": 2 * (1000 - data_overhead()), "cnps": 3, "nacks": 1,
+         "timeouts": 0},
         {"flow_id": 2, "sport": 4001, "start_s": 1.01, "fct_s": "", "start_epoch": t0 + 1.03,
          "completed": False, "retx_bytes": 0, "cnps": 0, "nacks": 0, "timeouts": 2}])
     _csv(tmp_path / "h1" / "send" / "trace.csv", [

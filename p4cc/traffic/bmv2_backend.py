@@ -17,15 +17,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +30,7 @@ import pandas as pd
 from p4cc.scale import Scale
 from p4cc.topo.spec import TopoSpec
 from p4cc.traffic import bmv2_collect as collect
+from p4cc.traffic import bmv2_control as ctlmod
 from p4cc.traffic import bmv2_hosts as hp
 from p4cc.traffic.bmv2_limits import (
     GO_LEAD_S,
@@ -49,47 +46,6 @@ from p4cc.traffic.bmv2_limits import (
 from p4cc.traffic.spec import ExperimentSpec
 
 log = logging.getLogger(__name__)
-
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Cleanup must not be cut short by a second Ctrl-C/SIGTERM (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-def _ecn_source(ctl: Any) -> Any:
-    return lambda: ctl.ecn
-
-
-class _RecordingAgent:
-    """Forwards to the agent; queues what it decided (the ``agent`` table)."""
-
-    def __init__(self, agent: Any, switch: str, out: queue.Queue[tuple[str, Any]],
-                 clock: Any) -> None:
-        self.agent, self.switch, self.out, self.clock = agent, switch, out, clock
-        self.name = agent.name
-
-    def reset(self, ports: Mapping[int, Any]) -> None:
-        self.agent.reset(ports)
-
-    def act(self, obs: Mapping[int, Any]) -> Mapping[int, Any]:
-        todo = self.agent.act(obs)
-        if todo:
-            t = self.clock()
-            self.out.put(("agent", [{"t_s": t, "switch": self.switch, "port": p,
-                                     "kmin_bytes": getattr(s, "kmin_bytes", None),
-                                     "kmax_bytes": getattr(s, "kmax_bytes", None),
-                                     "pmax": getattr(s, "pmax", None)}
-                                    for p, s in dict(todo).items()]))
-        return todo
-
 
 class Bmv2Backend:
     name = "bmv2"
@@ -142,7 +98,7 @@ class _Run:
             self._start_hosts()
             self._loop()
         finally:
-            with _signals_deferred():
+            with ctlmod.signals_deferred():
                 self._teardown()
 
     def _start_fabric(self) -> None:
@@ -154,19 +110,6 @@ class _Run:
         self.fabric.start()
         for sw in self.topo.switches:  # for leak checks after the run (tests, humans)
             self.sink.log(f"bmv2: switch {sw.name} pid {self.fabric.bmv2(sw.name).pid}")
-
-    def _prioritise_switches(self) -> None:
-        """Every thread of every BMv2 process gets nice SWITCH_NICE (see bmv2_limits)."""
-        done = 0
-        for sw in self.topo.switches:
-            pid = self.fabric.bmv2(sw.name).pid
-            for task in Path(f"/proc/{pid}/task").glob("*"):
-                try:
-                    os.setpriority(os.PRIO_PROCESS, int(task.name), SWITCH_NICE)
-                    done += 1
-                except OSError as exc:
-                    self.sink.log(f"bmv2: cannot renice {sw.name} thread {task.name}: {exc}")
-        self.sink.log(f"bmv2: {done} switch threads at nice {SWITCH_NICE}")
 
     def _start_control(self) -> None:
         """SwitchControl per switch (not FabricControl: its own poll thread would reset
@@ -185,10 +128,11 @@ class _Run:
             self.controls[sw.name] = ctl
             ctl.connect()
             ctl.setup()
-        self._prioritise_switches()
+        for line in ctlmod.prioritise_switches(self.fabric, self.topo, SWITCH_NICE):
+            self.sink.log(line)
         self.agents = {}
         for name, ctl in self.controls.items():
-            agent = _RecordingAgent(make_agent(self.agent_name, self.scale), name, self.q,
+            agent = ctlmod.RecordingAgent(make_agent(self.agent_name, self.scale), name, self.q,
                                     self.now)
             agent.reset(ctl.ecn)
             first = dict(agent.act({}))  # static settings before any traffic
@@ -275,7 +219,7 @@ class _Run:
                 time.sleep(0.02)  # poll interval of the readiness condition
         self.t0_epoch = time.time() + GO_LEAD_S
         self.t0_mono = time.monotonic() + GO_LEAD_S
-        go.write_text(repr(self.t0_epoch))
+        hp.write_go(go, self.t0_epoch)
         self.sink.log(f"bmv2: {len(receivers)} receivers, {len(ready)} senders, "
                       f"{len(self.bulk_rows)} bulk flows; t0 = {self.t0_epoch:.3f}")
         self._start_loops()
@@ -292,7 +236,7 @@ class _Run:
             spec = ctl.spec
             poller = TelemetryPoller(name, spec.ports, ctl.p4rt, ctl.thrift, self.scale,
                                      {p: ctl.port_rate_bps(p) for p in spec.ports},
-                                     _ecn_source(ctl), t0=self.t0_mono)
+                                     ctlmod.ecn_source(ctl), t0=self.t0_mono)
             loop = ControlLoop(ctl, poller, self.agents[name],
                                LoopConfig(interval_s=float(self.spec.interval_s)),
                                sink=lambda recs: self.q.put(("telemetry", recs)))
@@ -322,10 +266,18 @@ class _Run:
                 self._link_event(events.pop(0))
             self._drain()
             self.fabric.check()
+            self._check_senders()
             self.progress(min(t, duration))
             if t >= duration:
                 break
             time.sleep(min(0.1, max(0.0, duration - t)))  # main-loop tick (run clock)
+
+    def _check_senders(self) -> None:
+        """A sender that exited without ever writing fct.csv failed to start: stop."""
+        for h, p in self.sender_procs.items():
+            if not p.alive() and not (self.hosts_dir / h / "send" / "fct.csv").is_file():
+                raise hp.HostsError(f"the sender in {h} exited ({p.proc.returncode}) "
+                                    f"before sending: {p.log_path.read_text()[-800:]}")
 
     def _start_bulk(self, row: dict[str, Any]) -> None:
         from p4cc.traffic.iperf import iperf3_client_argv

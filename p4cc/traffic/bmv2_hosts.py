@@ -183,6 +183,24 @@ def install_nic_cap(link_rate_bps: float) -> None:
 
 
 # -- the synchronised sender wrapper (__main__) -----------------------------------------
+def write_go(path: Path, t0_epoch: float) -> None:
+    """Publish t0 atomically (a reader never sees a half-written file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(repr(t0_epoch))
+    tmp.replace(path)
+
+
+def read_go(path: Path, deadline: float) -> float | None:
+    """Poll for the go file until ``deadline`` (monotonic); its t0, or None."""
+    while time.monotonic() < deadline:
+        try:
+            return float(path.read_text().strip())
+        except (OSError, ValueError):
+            pass
+        time.sleep(GO_POLL_S)  # poll interval of the go condition
+    return None
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m p4cc.traffic.bmv2_hosts")
     parser.add_argument("--ready", required=True, help="file to create once imported")
@@ -214,12 +232,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     Path(args.ready).write_text(str(os.getpid()))
     go = Path(args.go)
     deadline = time.monotonic() + GO_TIMEOUT_S
-    while not go.is_file():
-        if time.monotonic() > deadline:
-            print(f"bmv2_hosts: no go file {go} within {GO_TIMEOUT_S:g} s", file=sys.stderr)
-            return 3
-        time.sleep(GO_POLL_S)  # poll interval of the go condition
-    t0 = float(go.read_text().strip())
+    t0 = read_go(go, deadline)
+    if t0 is None:
+        print(f"bmv2_hosts: no go file {go} within {GO_TIMEOUT_S:g} s", file=sys.stderr)
+        return 3
     delay = t0 - time.time()
     if delay > 0:
         time.sleep(delay)  # waiting for a wall-clock instant, not for a condition

@@ -1,0 +1,71 @@
+"""Control-plane helpers of the BMv2 backend: agent recording, switch priority, signals."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from p4cc.topo.spec import TopoSpec
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Cleanup must not be cut short by a second Ctrl-C/SIGTERM (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def ecn_source(ctl: Any) -> Any:
+    return lambda: ctl.ecn
+
+
+class RecordingAgent:
+    """Forwards to the agent; queues what it decided (the ``agent`` table)."""
+
+    def __init__(self, agent: Any, switch: str, out: queue.Queue[tuple[str, Any]],
+                 clock: Any) -> None:
+        self.agent, self.switch, self.out, self.clock = agent, switch, out, clock
+        self.name = agent.name
+
+    def reset(self, ports: Mapping[int, Any]) -> None:
+        self.agent.reset(ports)
+
+    def act(self, obs: Mapping[int, Any]) -> Mapping[int, Any]:
+        todo = self.agent.act(obs)
+        if todo:
+            t = self.clock()
+            self.out.put(("agent", [{"t_s": t, "switch": self.switch, "port": p,
+                                     "kmin_bytes": getattr(s, "kmin_bytes", None),
+                                     "kmax_bytes": getattr(s, "kmax_bytes", None),
+                                     "pmax": getattr(s, "pmax", None)}
+                                    for p, s in dict(todo).items()]))
+        return todo
+
+
+def prioritise_switches(fabric: Any, topo: TopoSpec, nice: int) -> list[str]:
+    """Give every thread of every BMv2 process of ``fabric`` the nice value ``nice``
+    (p4cc.traffic.bmv2_limits.SWITCH_NICE explains why); return log lines."""
+    lines, done = [], 0
+    for sw in topo.switches:
+        pid = fabric.bmv2(sw.name).pid
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+                done += 1
+            except OSError as exc:
+                lines.append(f"bmv2: cannot renice {sw.name} thread {task.name}: {exc}")
+    lines.append(f"bmv2: {done} switch threads at nice {nice}")
+    return lines
