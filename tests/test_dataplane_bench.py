@@ -11,13 +11,13 @@ import pytest
 from p4cc.controlplane import bench, loopbench
 
 
-def _records(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> list[dict[str, Any]]:
+def _records(argv: list[str]) -> list[dict[str, Any]]:
     return list(bench.run(argv))
 
 
 def test_skip_records_without_bmv2(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
-    recs = _records(monkeypatch, [])
+    recs = _records([])
     assert [r["case"] for r in recs] == [*bench.CASES, loopbench.CASE]
     for r in recs:
         assert set(r) == {"case", "skipped"}
@@ -27,7 +27,7 @@ def test_skip_records_without_bmv2(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_skip_records_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(shutil, "which", lambda name, *a, **k: f"/usr/bin/{name}")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    recs = _records(monkeypatch, ["--no-loop"])
+    recs = _records(["--no-loop"])
     assert [r["case"] for r in recs] == list(bench.CASES)
     assert all(r["skipped"].startswith("needs root") for r in recs)
 

@@ -9,16 +9,21 @@ Traffic: 1000-byte UDP frames with ECT(0), prebuilt once and written in a paced 
 loop to a raw AF_PACKET socket on ``p4db1b`` (no Scapy per packet), forwarded by the
 switch from port 1 to port 2 (no queue rate limit).  Delivered packets are read from
 the kernel's counter ``/sys/class/net/p4db2b/statistics/rx_packets`` (no receiver
-thread competing for the CPU).  Two numbers per program and repetition:
+thread competing for the CPU).  Per program and repetition:
 
 * ``sat_pps``: delivered packets/s while offering ``--offer-pps`` (well above what
   BMv2 forwards, so the switch is saturated and drops at its input);
 * ``lossfree_pps``: the highest offered rate with <= 1 % loss, searched downward from
-  the saturated rate in steps of ``--step`` (a short run per step).
+  the saturated rate in steps of 0.8x (a short run per step; on a machine shared with
+  other jobs a preempted switch loses packets at any rate, so this is noisy);
+* ``cpu_us_per_pkt`` (at ``--cpu-pps``, a light load) and ``sat_cpu_us_per_pkt``
+  (while saturated, input drops included): the switch process's own CPU time per
+  forwarded packet, from /proc/<pid>/stat, much less sensitive to other load.
 
-Then the ratios p4cc/l3min (goal >= 0.8), the BMv2 build flags, and the control-loop
-case of p4cc.controlplane.loopbench.  Without BMv2, root or the compiled programs each
-case yields ``{"case": ..., "skipped": reason}``.
+The switch runs with ``--log-level off`` (see make_switch; ``--log-level ''`` gives
+BMv2's default, trace).  Then the ratios p4cc/l3min (goal >= 0.8), the BMv2 build flags,
+and the control-loop case of p4cc.controlplane.loopbench.  Without BMv2, root or the
+compiled programs each case yields ``{"case": ..., "skipped": reason}``.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ BM_CONFIG = Path("/usr/local/include/bm/config.h")
 class BenchConfig:
     reps: int = 3
     seconds: float = 2.0            # per measurement point
-    offer_pps: float = 30_000.0     # saturating offered load
+    offer_pps: float = 45_000.0     # saturating offered load
     step: float = 0.8               # lossfree search: next rate = rate * step
     max_steps: int = 8
     cpu_pps: float = 1000.0         # offered load of the CPU-cost run (below both rates)
@@ -304,6 +309,8 @@ def forwarding_cases(cfg: BenchConfig) -> Iterator[dict[str, Any]]:
                                "reps": cfg.reps, "seconds_per_point": cfg.seconds}
         rec.update({k: round(v, 1) if "cpu" in k else round(v)
                     for k, v in med[prog].items()})
+        # best of the repetitions: other jobs on the machine only ever slow the switch down
+        rec["best_sat_pps"] = round(max(r["sat_pps"] for r in runs[prog]))
         rec["runs_sat_pps"] = [round(r["sat_pps"]) for r in runs[prog]]
         if cfg.lossfree:
             rec["runs_lossfree_pps"] = [round(r["lossfree_pps"]) for r in runs[prog]]
@@ -312,6 +319,9 @@ def forwarding_cases(cfg: BenchConfig) -> Iterator[dict[str, Any]]:
     for k in ("sat_pps", "lossfree_pps"):
         if k in med["l3min"] and med["l3min"][k] > 0:
             ratio[f"{k.removesuffix('_pps')}_ratio"] = round(med["p4cc"][k] / med["l3min"][k], 3)
+    best = {p: max(r["sat_pps"] for r in runs[p]) for p in PROGRAMS}
+    if best["l3min"] > 0:
+        ratio["best_sat_ratio"] = round(best["p4cc"] / best["l3min"], 3)
     for k in ("cpu_us_per_pkt", "sat_cpu_us_per_pkt"):
         if k in med["p4cc"] and med["p4cc"][k] > 0:
             # l3min cost / p4cc cost: less sensitive to other load than the rates
@@ -327,7 +337,7 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     parser = argparse.ArgumentParser(prog="p4cc bench dataplane")
     parser.add_argument("--reps", type=int, default=3, help="alternating repetitions")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per point")
-    parser.add_argument("--offer-pps", type=float, default=30_000.0,
+    parser.add_argument("--offer-pps", type=float, default=45_000.0,
                         help="offered load of the saturation run")
     parser.add_argument("--cpu-pps", type=float, default=1000.0,
                         help="offered load of the CPU-cost run (0: skip it)")

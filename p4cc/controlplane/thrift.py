@@ -64,6 +64,12 @@ def register_arrays(bmv2_json: str | Path) -> dict[str, int]:
     return {r["name"]: int(r["bitwidth"]) for r in data.get("register_arrays", [])}
 
 
+def register_sizes(bmv2_json: str | Path) -> dict[str, int]:
+    """Register array name -> number of cells from a BMv2 JSON."""
+    data = json.loads(Path(bmv2_json).read_text(encoding="utf-8"))
+    return {r["name"]: int(r["size"]) for r in data.get("register_arrays", [])}
+
+
 class ThriftClient:
     """Thrift session to one simple_switch(_grpc): queues and registers."""
 
@@ -74,6 +80,7 @@ class ThriftClient:
         self.address = f"{self.host}:{self.port}"
         self.timeout_s = timeout_s
         self.registers: dict[str, int] = register_arrays(bmv2_json) if bmv2_json else {}
+        self.register_sizes: dict[str, int] = register_sizes(bmv2_json) if bmv2_json else {}
         self._transport: Any = None
         self.standard: Any = None
         self.sswitch: Any = None
@@ -167,6 +174,16 @@ class ThriftClient:
 
     def register_reset(self, name: str) -> None:
         full = self.register_name(name)
+        size = self.register_sizes.get(full)
+        if size:
+            # Not bm_register_reset: BMv2's RegisterArray::reset_state() swaps in a new
+            # array without holding the register lock (src/bm_sim/stateful.cpp:
+            # `auto lock = UniqueLock();` owns no mutex), racing the data plane; under
+            # traffic simple_switch_grpc aborted in gmp_int::str or segfaulted in libgmp.
+            # register_write_range holds the lock (src/bm_sim/context.cpp).
+            self._call(f"register_reset({full})", "standard", "bm_register_write_range", 0,
+                       full, 0, size, 0)
+            return
         self._call(f"register_reset({full})", "standard", "bm_register_reset", 0, full)
 
     def register_write(self, name: str, index: int, value: int) -> None:

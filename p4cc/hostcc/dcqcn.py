@@ -31,8 +31,14 @@ Semantics (REFERENCE §2; HPCC ns-3 ``rdma-hw.cc`` "Mellanox's version of DCQCN"
   the timer events at t.
 
 Times are held as integer nanoseconds so that one big :func:`advance` and many small
-ones give the same trajectory.  Pure α decays between significant events are applied in
-closed form ((1-g)^k), so a jump over many periods costs a few vectorized steps.
+ones give the same trajectory.  α is lazy: no rate depends on it until a cut, so the α
+updates (the pending CNP's one, then the pure decays in closed form, (1-g)^k) and the
+idle decrease checks are applied only where α is read (a cut, a CNP) and before a
+public function returns; the timer loop visits only rate-changing events (decrease
+checks with a CNP pending, increase events), so a jump over many periods costs a few
+vectorized steps.  The simulator (p4cc.sim.cc.DcqcnHook) steps a mutable working copy
+through the same in-place functions (``_lazy_cnp``, ``_lazy_bytes``, ``_lazy_advance``)
+that the public ones wrap.
 """
 
 from __future__ import annotations
@@ -162,33 +168,61 @@ def _mask(n: int, mask: npt.ArrayLike | None) -> BoolArray:
     return m
 
 
-def _sync_alpha(w: _Work, p: DcqcnParams, upto: IntArray | int, m: BoolArray | None) -> None:
-    """Apply the pure α decays (no CNP pending) of flows ``m`` (None: all) due at or
-    before ``upto``."""
-    period = p.alpha_ns
-    due = w.active & ~w.alpha_cnp & (w.next_alpha <= upto)
-    if m is not None:
-        due &= m
-    d = due.nonzero()[0]  # indices: cheaper than a bool mask for several gathers
-    if len(d):
-        lim = upto[d] if isinstance(upto, np.ndarray) else upto
-        k = (lim - w.next_alpha[d]) // period + 1
-        w.alpha[d] *= (1.0 - p.g) ** k
-        w.next_alpha[d] += k * period
+def _catch_up(w: _Work, p: DcqcnParams, upto: IntArray | int, ix: IntArray,
+              checks: bool) -> FloatArray:
+    """Apply the lazy events of active flows ``ix`` up to ``upto`` (one time or one per
+    flow of ``ix``); returns their α.
+
+    α events: a pending CNP's update α = (1-g)·α + g first, then the pure decays in
+    closed form ((1-g)^k).  Nothing but a cut reads α, so these are applied only when
+    it is read (a cut, a CNP, a public call's result), not every α period.  With
+    ``checks``, decrease checks with no CNP pending (which do nothing) move to the
+    first check time after ``upto``; the caller has run the timers up to ``upto``, so
+    a pending check is already after it."""
+    a_ns, g, d_ns = p.alpha_ns, p.g, p.decrease_ns
+    na = w.next_alpha[ix]
+    k = (upto - na) // a_ns + 1  # α events at or before upto (<= 0: none)
+    c = w.alpha_cnp[ix]
+    c &= k > 0
+    al = w.alpha[ix]
+    if _any(c):  # the first update after a CNP counts it
+        al = np.where(c, (1.0 - g) * al + g, al)
+        w.alpha_cnp[ix[c]] = False
+        k -= c
+        na += c * a_ns
+    np.maximum(k, 0, out=k)
+    al = al * (1.0 - g) ** k
+    w.alpha[ix] = al
+    w.next_alpha[ix] = na + k * a_ns
+    if checks and d_ns is not None:
+        # (a pending check is after ``upto``: its events up to there have run, so only
+        # idle checks move)
+        nd = w.next_dec[ix]
+        w.next_dec[ix] = nd + np.maximum((upto - nd) // d_ns + 1, 0) * d_ns
+    return al
 
 
-def _cut(w: _Work, p: DcqcnParams, mask: BoolArray | IntArray, t_ns: IntArray | int) -> None:
-    """Rate decrease of flows ``mask`` at ``t_ns`` using their current α."""
-    m = _ix(mask)
-    no_inc = (w.t_stage[m] == 0) & (w.b_stage[m] == 0)
-    clamp = np.ones_like(no_inc) if p.clamp_target else ~no_inc
-    w.rt[m] = np.where(clamp, w.rc[m], w.rt[m])
-    factor = np.maximum(1.0 - w.alpha[m] / 2.0, p.min_dec_factor)
-    w.rc[m] = np.maximum(p.min_rate_bps, w.rc[m] * factor)
+def _cut(w: _Work, p: DcqcnParams, m: IntArray, tm: IntArray | int,
+         alpha: FloatArray | None = None) -> None:
+    """Rate decrease of flows ``m`` (indices) at ``tm`` (per flow of ``m`` or one time)
+    using their α (already brought up to ``tm``; ``alpha``: those values, if at hand)."""
+    counts_bytes = p.byte_counter_bytes is not None  # else b_stage, bytes_acc stay 0
+    rc = w.rc[m]
+    if p.clamp_target:
+        w.rt[m] = rc
+    else:
+        no_inc = w.t_stage[m] == 0
+        if counts_bytes:
+            no_inc &= w.b_stage[m] == 0
+        w.rt[m] = np.where(no_inc, w.rt[m], rc)
+    factor = 1.0 - (w.alpha[m] if alpha is None else alpha) / 2.0
+    if p.min_dec_factor > 0.0:  # (α <= 1: the factor is >= 1/2 > 0 otherwise)
+        factor = np.maximum(factor, p.min_dec_factor)
+    w.rc[m] = np.maximum(p.min_rate_bps, rc * factor)
     w.t_stage[m] = 0
-    w.b_stage[m] = 0
-    w.bytes_acc[m] = 0
-    tm = t_ns[m] if isinstance(t_ns, np.ndarray) else t_ns
+    if counts_bytes:
+        w.b_stage[m] = 0
+        w.bytes_acc[m] = 0
     w.next_inc[m] = tm + p.increase_ns
 
 
@@ -218,73 +252,160 @@ def _increase(w: _Work, p: DcqcnParams, mask: BoolArray | IntArray, by_timer: bo
 
 
 def _run_timers(w: _Work, p: DcqcnParams, t_ns: int) -> None:
-    """Process every timer event at or before ``t_ns``, each flow in its own time order."""
-    g, a_ns, d_ns, i_ns = p.g, p.alpha_ns, p.decrease_ns, p.increase_ns
+    """Process every rate-changing timer event (decrease checks with a CNP pending,
+    increase timers) at or before ``t_ns``, each flow in its own time order; α events
+    and idle decrease checks are lazy (_catch_up).  Inactive
+    flows' timers are NEVER (init_state; only a CNP starts them)."""
+    d_ns, i_ns = p.decrease_ns, p.increase_ns
     while True:
-        ti = np.where(w.active, w.next_inc, NEVER)
-        if _any(ti <= t_ns):  # (increase timers are rarely due: skip the mask otherwise)
-            # Recovered flows (Rc = Rt = line, no cut pending): increase events only count.
-            idle = (w.active & ~w.dec_cnp & (w.rc >= w.line) & (w.rt >= w.line)
-                    & (w.next_inc <= t_ns))
-            if _any(idle):
-                ix = idle.nonzero()[0]
+        ti = w.next_inc
+        if d_ns is None:
+            e = ti
+        else:
+            td = np.where(w.dec_cnp, w.next_dec, NEVER)
+            e = np.minimum(td, ti)
+        due = (e <= t_ns).nonzero()[0]
+        if not len(due):
+            return
+        ed = e[due]
+        # Only the flows handled now can have another event by t (a flow's events depend
+        # on its own state alone): an increase one period after the cut or increase
+        # handled now, or a pending check after an increase handled now.
+        again = int(ed.min()) + i_ns <= t_ns
+        if d_ns is None:
+            ii = due
+        else:
+            is_d = td[due] == ed  # a check before the increase event at the same time
+            idd = due[is_d]
+            if len(idd):
+                ed = ed[is_d]
+                al = _catch_up(w, p, ed, idd, checks=False)  # that instant's α update first
+                _cut(w, p, idd, ed, al)
+                w.dec_cnp[idd] = False
+                w.next_dec[idd] += d_ns
+            ii = due[~is_d]
+            if len(ii) and not again:
+                again = int(td[ii].min()) <= t_ns
+        if len(ii):
+            # Recovered flows (Rc = Rt = line, no cut pending): their increase events
+            # only count, all of them up to t at once.
+            rec = ~w.dec_cnp[ii]
+            rec &= w.rc[ii] >= w.line[ii]
+            rec &= w.rt[ii] >= w.line[ii]
+            if _any(rec):
+                ix = ii[rec]
                 k = (t_ns - w.next_inc[ix]) // i_ns + 1
                 w.t_stage[ix] += k
                 w.next_inc[ix] += k * i_ns
-                ti = np.where(w.active, w.next_inc, NEVER)
-        ta = np.where(w.active & w.alpha_cnp, w.next_alpha, NEVER)
-        td = np.where(w.active & w.dec_cnp, w.next_dec, NEVER)
-        e = np.minimum(np.minimum(ta, td), ti)
-        due = e <= t_ns
-        if not _any(due):
+                ii = ii[~rec]
+            if len(ii):
+                _increase(w, p, ii, by_timer=True)
+                w.next_inc[ii] += i_ns
+        if not again:
             return
-        is_a = due & (ta == e)
-        is_d = due & ~is_a & (td == e)
-        is_i = due & ~is_a & ~is_d
-        ia = is_a.nonzero()[0]
-        if len(ia):
-            w.alpha[ia] = (1.0 - g) * w.alpha[ia] + g
-            w.alpha_cnp[ia] = False
-            w.next_alpha[ia] += a_ns
-        if d_ns is not None and _any(is_d):
-            _sync_alpha(w, p, e, is_d)
-            idd = is_d.nonzero()[0]
-            _cut(w, p, idd, e)
-            w.dec_cnp[idd] = False
-            w.next_dec[idd] += d_ns
-        if _any(is_i):
-            _sync_alpha(w, p, e, is_i)  # keeps α current; increases do not read it
-            ii = is_i.nonzero()[0]
-            _increase(w, p, ii, by_timer=True)
-            w.next_inc[ii] += i_ns
 
 
-def _advance(w: _Work, p: DcqcnParams, t_ns: int) -> None:
+def _check_time(w: _Work, t_ns: int) -> None:
     if t_ns < w.t_ns:
         raise ConfigError(f"DCQCN time went backwards: {t_ns} ns < state time {w.t_ns} ns")
-    if not _timer_due(w, t_ns):  # every step below would be a no-op
-        w.t_ns = t_ns
-        return
+
+
+def _lazy_advance(w: _Work, p: DcqcnParams, t_ns: int) -> None:
+    """Rate-changing events up to ``t_ns`` in place (α and idle checks stay lazy)."""
+    _check_time(w, t_ns)
     _run_timers(w, p, t_ns)
-    _sync_alpha(w, p, t_ns, None)
-    d_ns = p.decrease_ns
-    if d_ns is not None:  # idle decrease checks (no CNP pending) skip to the grid after t
-        idle = w.active & ~w.dec_cnp & (w.next_dec <= t_ns)
-        if _any(idle):
-            k = (t_ns - w.next_dec[idle]) // d_ns + 1
-            w.next_dec[idle] += k * d_ns
     w.t_ns = t_ns
 
 
-def _timer_due(s: DcqcnState | _Work, t_ns: int) -> bool:
-    """Whether any timer (α, decrease check, increase) of an active flow is due by t."""
-    nxt = np.minimum(np.minimum(s.next_alpha, s.next_dec), s.next_inc)
-    return _any(s.active & (nxt <= t_ns))
+def _lazy_cnp(w: _Work, p: DcqcnParams, t_ns: int, m: IntArray,
+              next_change_ns: int | None = None) -> bool:
+    """CNPs at ``t_ns`` for flows ``m`` (unique indices), in place (lazy α).
+
+    ``next_change_ns``: the caller's bound on the earliest pending rate-changing event
+    (None: look).  Returns whether timer events ran (else the caller's bound still
+    holds, lowered to the new decrease checks of ``m``)."""
+    _check_time(w, t_ns)
+    ran = False
+    if t_ns - 1 > w.t_ns:
+        if next_change_ns is None or next_change_ns <= t_ns - 1:
+            _run_timers(w, p, t_ns - 1)
+            ran = True
+        w.t_ns = t_ns - 1
+    before = w.t_ns  # events up to here come before the CNP (a CNP at t precedes t's)
+    act = w.active[m]
+    if np.count_nonzero(act) == len(m):  # (usually: no first CNP among them)
+        first, old = m[:0], m
+    else:
+        first, old = m[~act], m[act]
+    if len(old):
+        _catch_up(w, p, before, old, checks=True)
+    if len(first):
+        w.alpha[first] = p.alpha_init
+        w.rc[first] = np.maximum(p.min_rate_bps, w.rc[first] * p.rate_on_first_cnp)
+        w.rt[first] = w.rc[first]
+        w.active[first] = True
+        w.next_alpha[first] = t_ns + p.alpha_ns
+        if p.decrease_ns is not None:
+            w.next_dec[first] = t_ns + p.decrease_ns
+    if p.decrease_ns is None:  # paper variant: cut now, then update α
+        _cut(w, p, m, t_ns)
+        w.alpha[m] = (1.0 - p.g) * w.alpha[m] + p.g
+        w.next_alpha[m] = t_ns + p.alpha_ns
+        _run_timers(w, p, t_ns)
+        ran = True
+    else:
+        w.alpha_cnp[old] = True  # (a first CNP does not count for the α update)
+        w.dec_cnp[m] = True
+        if (next_change_ns is None or next_change_ns <= t_ns
+                or (len(old) and int(w.next_dec[old].min()) <= t_ns)):
+            _run_timers(w, p, t_ns)
+            ran = True
+    w.t_ns = t_ns
+    return ran
+
+
+def _lazy_bytes(w: _Work, p: DcqcnParams, t_ns: int, sent: IntArray) -> None:
+    """Bytes sent by ``t_ns`` (one count per flow): byte-counter events, in place."""
+    b = p.byte_counter_bytes
+    _check_time(w, t_ns)
+    if b is None or not _any(w.active):  # nothing counts bytes: only time moves
+        _run_timers(w, p, t_ns)
+        w.t_ns = t_ns
+        return
+    if t_ns - 1 > w.t_ns:
+        _run_timers(w, p, t_ns - 1)
+        w.t_ns = t_ns - 1
+    w.bytes_acc += np.where(w.active, sent, 0)
+    while True:
+        due = w.bytes_acc >= b
+        if not _any(due):
+            break
+        ix = due.nonzero()[0]
+        _increase(w, p, ix, by_timer=False)
+        w.bytes_acc[ix] -= b
+    _run_timers(w, p, t_ns)
+    w.t_ns = t_ns
+
+
+def _materialize(w: _Work, p: DcqcnParams) -> None:
+    """Apply every lazy event up to the state's time (α updates, idle checks)."""
+    ix = w.active.nonzero()[0]
+    if len(ix):
+        _catch_up(w, p, w.t_ns, ix, checks=True)
 
 
 def _anything_due(s: DcqcnState, t_ns: int) -> bool:
     """Whether any timer (α, decrease check, increase) of an active flow is due by t."""
-    return _any(s.active) and _timer_due(s, t_ns)
+    if not _any(s.active):
+        return False
+    nxt = np.minimum(np.minimum(s.next_alpha, s.next_dec), s.next_inc)
+    return _any(s.active & (nxt <= t_ns))
+
+
+def _public(state: DcqcnState, p: DcqcnParams, t_ns: int) -> _Work:
+    w = _Work(state)
+    _check_time(w, t_ns)
+    return w
 
 
 def advance(state: DcqcnState, params: DcqcnParams, t: float) -> DcqcnState:
@@ -294,67 +415,35 @@ def advance(state: DcqcnState, params: DcqcnParams, t: float) -> DcqcnState:
         return state
     if t_ns > state.t_ns and not _anything_due(state, t_ns):
         return replace(state, t_ns=t_ns)
-    w = _Work(state)
-    _advance(w, params, t_ns)
+    w = _public(state, params, t_ns)
+    _lazy_advance(w, params, t_ns)
+    _materialize(w, params)
     return w.freeze()
-
-
-def _advance_before(w: _Work, p: DcqcnParams, t: float) -> int:
-    """Process the timer events strictly before ``t``; returns ``t`` in ns."""
-    t_ns = to_ns(t)
-    if t_ns < w.t_ns:
-        raise ConfigError(f"DCQCN time went backwards: {t_ns} ns < state time {w.t_ns} ns")
-    if t_ns - 1 > w.t_ns:
-        _advance(w, p, t_ns - 1)
-    return t_ns
 
 
 def on_cnp(state: DcqcnState, params: DcqcnParams, t: float,
            mask: npt.ArrayLike | None = None) -> DcqcnState:
     """CNPs arrive at time ``t`` for the flows in ``mask`` (bool array or indices; None=all)."""
-    w = _Work(state)
-    t_ns = _advance_before(w, params, t)
-    m = _mask(w.rc.shape[0], mask)
-    first_m = m & ~w.active
-    first = first_m.nonzero()[0]
-    if len(first):
-        w.alpha[first] = params.alpha_init
-        w.rc[first] = np.maximum(params.min_rate_bps, w.rc[first] * params.rate_on_first_cnp)
-        w.rt[first] = w.rc[first]
-        w.active[first] = True
-        w.next_alpha[first] = t_ns + params.alpha_ns
-        if params.decrease_ns is not None:
-            w.next_dec[first] = t_ns + params.decrease_ns
-    if params.decrease_ns is None:  # paper variant: cut now, then update α
-        _cut(w, params, m, t_ns)
-        w.alpha[m] = (1.0 - params.g) * w.alpha[m] + params.g
-        w.next_alpha[m] = t_ns + params.alpha_ns
-    else:
-        w.alpha_cnp[m & ~first_m] = True
-        w.dec_cnp[m] = True
-    _advance(w, params, t_ns)
+    t_ns = to_ns(t)
+    w = _public(state, params, t_ns)
+    m = _mask(w.rc.shape[0], mask).nonzero()[0]
+    _lazy_cnp(w, params, t_ns, m)
+    _materialize(w, params)
     return w.freeze()
 
 
 def on_bytes_sent(state: DcqcnState, params: DcqcnParams, t: float,
                   nbytes: npt.ArrayLike) -> DcqcnState:
     """Flows sent ``nbytes`` (array or scalar) by time ``t``: byte-counter increase events."""
-    b = params.byte_counter_bytes
-    if b is None or not _any(state.active):  # nothing counts bytes: only time moves
+    if params.byte_counter_bytes is None or not _any(state.active):
         return advance(state, params, t)
-    w = _Work(state)
-    t_ns = _advance_before(w, params, t)
+    t_ns = to_ns(t)
+    w = _public(state, params, t_ns)
     sent = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), w.rc.shape)
     if np.any(sent < 0):
         raise ConfigError("nbytes must be >= 0")
-    w.bytes_acc += np.where(w.active, sent, 0)
-    while True:
-        due = w.bytes_acc >= b
-        if not _any(due):
-            break
-        _increase(w, params, due, by_timer=False)
-        w.bytes_acc[due] -= b
-    _advance(w, params, t_ns)
+    _lazy_bytes(w, params, t_ns, sent)
+    _materialize(w, params)
     return w.freeze()
 
 

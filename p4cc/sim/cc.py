@@ -8,7 +8,6 @@ are fed to ``on_cnp``/``on_bytes_sent``/``advance`` over the slot arrays.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -72,49 +71,89 @@ class LineRate:
 
 
 class DcqcnHook:
-    """DCQCN reaction points of every slot, stepped through p4cc.hostcc.dcqcn."""
+    """DCQCN reaction points of every slot, stepped through p4cc.hostcc.dcqcn.
+
+    The hook keeps the core's mutable working state and calls the core's in-place
+    steps (``_lazy_cnp``/``_lazy_bytes``/``_lazy_advance``, the same code the public
+    ``on_cnp``/``on_bytes_sent``/``advance`` run), so α updates and idle decrease checks
+    stay lazy: they are applied when a flow's α is read (a cut, a CNP), not every α
+    period.  ``state`` gives the public (fully applied) state."""
 
     name = "dcqcn"
     uses_rtt = False  # DCQCN reacts to CNPs only
 
+    #: The core's arrays, grouped by dtype into blocks (rows) so that resetting slots
+    #: is a few block writes; the working state's arrays are row views of the blocks.
+    _BLOCKS = (("rc", "rt", "alpha", "line"),
+               ("next_alpha", "next_dec", "next_inc", "t_stage", "b_stage", "bytes_acc"),
+               ("active", "alpha_cnp", "dec_cnp"))
+
     def __init__(self, params: dcqcn.DcqcnParams) -> None:
         self.params = params
-        self.state = dcqcn.init_state(0, params, 0.0)
-        self._fresh = dcqcn.init_state(1, params, 0.0)
+        self._w = dcqcn._Work(dcqcn.init_state(0, params, 0.0))
+        fresh = dcqcn.init_state(1, params, 0.0)
+        self._fresh = [np.array([getattr(fresh, nm)[0] for nm in names])[:, None]
+                       for names in self._BLOCKS]
+        self._blocks: list[np.ndarray] = []
         self._next_change_ns = int(dcqcn.NEVER)
         self._carry = np.zeros(0)  # fractional bytes not yet reported to the byte counter
+        self._regroup()
+
+    def _regroup(self) -> None:
+        w = self._w
+        self._blocks = [np.array([getattr(w, nm) for nm in names]) for names in self._BLOCKS]
+        for block, names in zip(self._blocks, self._BLOCKS, strict=True):
+            for i, nm in enumerate(names):
+                setattr(w, nm, block[i])
+
+    @property
+    def state(self) -> dcqcn.DcqcnState:
+        """Every slot's state with the lazy events applied (a copy)."""
+        w = dcqcn._Work(self._w.freeze())
+        dcqcn._materialize(w, self.params)
+        return w.freeze()
 
     def grow(self, cap: int, t: float) -> None:
-        extra = dcqcn.init_state(cap - self.state.n, self.params, self.state.t)
-        grown = {nm: np.concatenate([getattr(self.state, nm), getattr(extra, nm)])
-                 for nm in dcqcn._ARRAYS}
-        self.state = replace(self.state, **grown)  # type: ignore[arg-type]
+        w = self._w
+        extra = dcqcn.init_state(cap - len(w.rc), self.params, w.t_ns * 1e-9)
+        for nm in dcqcn._ARRAYS:
+            setattr(w, nm, np.concatenate([getattr(w, nm), getattr(extra, nm)]))
         self._carry = np.concatenate([self._carry, np.zeros(cap - len(self._carry))])
+        self._regroup()
 
     def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
-        """Fresh flows in ``slots``: the values of ``init_state`` (no CNP seen, no timers),
-        written in place (the state's arrays are private copies made by the core)."""
+        """Fresh flows in ``slots``: the values of ``init_state`` (no CNP seen, no timers)
+        at line rates ``line_bps``."""
         if len(slots) == 0:
             return
-        for nm in dcqcn._ARRAYS:
-            getattr(self.state, nm)[slots] = getattr(self._fresh, nm)[0]
-        self.state.rc[slots] = line_bps
-        self.state.rt[slots] = line_bps
-        self.state.line[slots] = line_bps
+        f, i, b = self._blocks
+        fresh = np.repeat(self._fresh[0], len(slots), axis=1)
+        fresh[(0, 1, 3), :] = line_bps
+        f[:, slots] = fresh
+        i[:, slots] = self._fresh[1]
+        b[:, slots] = self._fresh[2]
         self._carry[slots] = 0.0
 
-    def _update(self, state: dcqcn.DcqcnState) -> None:
-        """Keep the state and the time of the next event that can change a rate."""
-        self.state = s = state
+    def _update(self) -> None:
+        """The time of the next event that can change a rate."""
+        w = self._w
         # a pending CNP implies an active flow, and inactive flows' timers are NEVER
         # (init_state; reset_slots writes fresh values), so no mask on the increase timer
-        dec = s.next_dec[s.dec_cnp].min(initial=dcqcn.NEVER)
-        inc = s.next_inc.min(initial=dcqcn.NEVER)
-        self._next_change_ns = min(int(dec), int(inc))
+        inc = int(w.next_inc.min(initial=dcqcn.NEVER))
+        if self.params.decrease_ns is None:
+            self._next_change_ns = inc
+            return
+        dec = int(np.where(w.dec_cnp, w.next_dec, dcqcn.NEVER).min(initial=dcqcn.NEVER))
+        self._next_change_ns = min(dec, inc)
 
     def on_cnp(self, t: float, mask: BoolArray) -> None:
-        if mask.any():
-            self._update(dcqcn.on_cnp(self.state, self.params, t, mask))
+        ix = mask.nonzero()[0]
+        if len(ix):
+            w = self._w
+            if dcqcn._lazy_cnp(w, self.params, dcqcn.to_ns(t), ix, self._next_change_ns):
+                self._update()
+            elif self.params.decrease_ns is not None:  # the new checks of these flows
+                self._next_change_ns = min(self._next_change_ns, int(w.next_dec[ix].min()))
 
     def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
         pass  # DCQCN does not use delay
@@ -125,14 +164,17 @@ class DcqcnHook:
         total = self._carry + nbytes
         whole = np.floor(total)
         self._carry = total - whole
-        self._update(dcqcn.on_bytes_sent(self.state, self.params, t, whole.astype(np.int64)))
+        dcqcn._lazy_bytes(self._w, self.params, dcqcn.to_ns(t), whole.astype(np.int64))
+        self._update()
 
     def rate(self, t: float) -> FloatArray:
         # Rates change only at decrease checks and increase events: until the next one
-        # the core need not run (it processes any later jump exactly, α timers included).
-        if dcqcn.to_ns(t) >= self._next_change_ns:
-            self._update(dcqcn.advance(self.state, self.params, t))
-        return self.state.rc
+        # the core need not run (it processes any later jump exactly, α included).
+        t_ns = dcqcn.to_ns(t)
+        if t_ns >= self._next_change_ns:
+            dcqcn._lazy_advance(self._w, self.params, t_ns)
+            self._update()
+        return self._w.rc
 
 
 class _External:

@@ -36,17 +36,12 @@ from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
+from p4cc.sim.kernel import cnp_draw, queue_step, warm_up
 from p4cc.sim.slots import SlotPool
 from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
 
 IntervalHook = Callable[[float, list[PortTelemetry]], None]
-#: Smallest normal double: the denominator of an empty queue's shares (bytes held are
-#: never that small, so every other share divides by the true amount).
-_TINY = float(np.finfo(np.float64).tiny)
-# splitmix64 finaliser constants (Steele, Lea & Flood, OOPSLA'14), as numpy scalars
-_U11, _U27, _U30, _U31 = (np.uint64(v) for v in (11, 27, 30, 31))
-_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 
 
 class Engine(SlotPool):
@@ -83,6 +78,8 @@ class Engine(SlotPool):
         self.Dr = math.ceil((max_rtt + self.H * qmax) / self.dt) + 2
         self._dt8 = self.dt / 8.0
         self._serve = fab.rate_bps * (self.dt / 8.0)  # bytes a queue sends per step
+        self._inv_pkt = 1.0 / spec.scale.pkt_bytes
+        warm_up()  # the compiled queue kernel, before the first step
         self._cnp_gap = self.cnp_interval - 1e-12
         # flags: a feedback ring row may hold something (guards; exact values in fb_*)
         self._n_cnp = np.zeros(self.D, dtype=np.bool_)
@@ -94,6 +91,7 @@ class Engine(SlotPool):
                         else cfg.host_traces or bool(getattr(self.cc, "uses_rtt", True)))
         self._dep_q = np.zeros(fab.n_ports + 1)
         self._q_new = np.zeros(fab.n_ports + 1)
+        self._out: tuple[np.ndarray, ...] = ()
         self.t = 0.0
         self.steps = 0
         self.cap = 0
@@ -124,7 +122,6 @@ class Engine(SlotPool):
             self.stalled[s] = True
             self.ok[s] = False
             self.last_hop[s] = 0
-            self.lastflat[s] = s * self.H
             return
         if len(p) > self.H:
             if len(p) > self.config.max_hops:
@@ -135,7 +132,6 @@ class Engine(SlotPool):
         self.ok[s] = True
         self.path[s, :len(p)] = p
         self.last_hop[s] = len(p) - 1
-        self.lastflat[s] = s * self.H + len(p) - 1
         prop = fab.path_delay_s(fl.src[row], fl.dst[row], p)
         rtt = self.scale.base_rtt_s + 2 * prop
         self.rtt0[s] = rtt
@@ -149,36 +145,41 @@ class Engine(SlotPool):
             return
         if len(rows) > len(self.free):
             self._alloc(max(2 * self.cap, self.cap + len(rows)))
-        fl = self.flows
-        slots = np.array([self.free.pop() for _ in rows], dtype=np.int64)
-        r = np.array(rows, dtype=np.int64)
-        self.row[slots] = r
-        self.active[slots] = True
-        wire = fl.wire[r]
-        self.size[slots] = wire
-        self.remaining[slots] = wire
-        # complete within float rounding (sums of many fluid steps): 1 ppb of the size
-        self.thr[slots] = wire * (1 - 1e-9) - 1e-6
-        self._grp[:, slots] = self._fresh  # delivered, sent, lost, retx, last_cnp, rtt_last
-        self.next_probe[slots] = self.t
-        self.cnps[slots] = 0
-        self.stop[slots] = fl.stop_at[r]
-        self.src_i[slots] = fl.src_i[r]
-        self.hbase[slots] = fl.hbase[r]
-        self.gen[slots] += 1  # RTT answers still in flight for the slot's last flow are void
-        self.b[slots] = self.prev_dep[slots] = self.prev_mout[slots] = 0.0
-        self.seen[slots] = False
-        self.fb_cnp[:, slots] = False
-        self.fb_lost[:, slots] = 0.0
-        for s, row in zip(slots.tolist(), rows, strict=True):
+        fl, t, free, fresh = self.flows, self.t, self.free, self._fresh[:, 0]
+        slots, late, left = [], [], []
+        # one flow at a time with scalar writes: admissions are usually one or two flows,
+        # for which per-slot element writes are far cheaper than fancy-index scatters
+        for row in rows:
+            s = free.pop()
+            slots.append(s)
+            wire = fl.wire[row]
+            self.row[s] = row
+            self.active[s] = True
+            self.size[s] = self.remaining[s] = wire
+            # complete within float rounding (sums of many fluid steps): 1 ppb of the size
+            self.thr[s] = wire * (1 - 1e-9) - 1e-6
+            self._grp[:, s] = fresh  # delivered, sent, lost, retx, last_cnp, rtt_last
+            self.next_probe[s] = t
+            self.cnps[s] = 0
+            self.stop[s] = fl.stop_at[row]
+            self.src_i[s] = fl.src_i[row]
+            self.hbase[s] = fl.hbase[row]
+            self.gen[s] += 1  # RTT answers in flight for the slot's last flow are void
+            self.b[s] = self.prev_dep[s] = self.prev_mout[s] = 0.0
+            self.seen[s] = False
+            self.fb_cnp[:, s] = False
+            self.fb_lost[:, s] = 0.0
             self._route(s, row)
-        begun = np.maximum(fl.ready[r], self.t)
-        fl.begun[r] = begun
-        fl.base_rtt[r] = self.rtt0[slots]
-        late = begun > self.t  # started inside this step: send for the rest of it only
-        if late.any():
-            self._partial = (slots[late], (self.t + self.dt) - begun[late])
-        self.cc.reset_slots(slots, self.t, self.line[slots])
+            begun = max(fl.ready[row], t)
+            fl.begun[row] = begun
+            fl.base_rtt[row] = self.rtt0[s]
+            if begun > t:  # started inside this step: send for the rest of it only
+                late.append(s)
+                left.append((t + self.dt) - begun)
+        if late:
+            self._partial = (np.array(late, dtype=np.int64), np.array(left))
+        ix = np.array(slots, dtype=np.int64)
+        self.cc.reset_slots(ix, t, self.line[ix])
 
     def set_link(self, a: str, b: str, up: bool) -> None:
         """Fail/restore a link now; flows whose path changes are rerouted (their bytes
@@ -230,74 +231,31 @@ class Engine(SlotPool):
                 cc.on_rtt(t0, back & act, self.rtt_last)
             rr[:] = np.nan
             self._n_rtt[k] = False
-        # 3. inject
+        # 3. inject, 4. queues, 5. delivery (p4cc.sim.kernel: compiled with numba)
         rate = cc.rate(t0)
-        send = np.minimum(rate * self._dt8, self.remaining)
-        if self._partial is not None:
-            idx, left = self._partial
-            send[idx] = np.minimum(rate[idx] * (left / 8.0), self.remaining[idx])
+        f8 = self._f8
+        part = self._partial
+        if part is not None:  # flows that started inside the step send for the rest of it
+            f8[part[0]] = part[1] / 8.0
             self._partial = None
-        ok = self.ok & (self.stop > t0) if self._has_stop else self.ok
-        send = np.where(ok, send, 0.0)
-        self.remaining -= send
-        self.sent += send
+        c = self.counters
+        send, dep, mout, q, q_new, dep_q, got_m, lost_f = out = self._out
+        dropped, n_done = queue_step(
+            rate, f8, self.remaining, self.sent, self.ok, self.stop, t0, self.thr, self.b,
+            self.prev_dep, self.prev_mout, self.path, self.last_hop, fab.kmin_pkts,
+            fab.kmax_pkts, fab._slope, self._inv_pkt, self._serve, fab.buffer_bytes, c.tx,
+            c.txm, c.drops, c.arr, c.q_arr, c.qmax, self.seen, self.delivered, *out)
+        # double buffers: this step's departures are the next step's arrivals
+        self._out = (send, self.prev_dep, self.prev_mout, q, q_new, dep_q, got_m, lost_f)
+        if part is not None:
+            f8[part[0]] = self._dt8
         cc.on_sent(t0, send)
-        # 4. queues
-        path = self.path
-        inflow = np.empty_like(self.b)
-        inflow[:, 0] = send
-        inflow[:, 1:] = self.prev_dep[:, :-1]
-        pf = path.ravel()
-        nq = self.L + 1
-        arrivals = np.bincount(pf, inflow.ravel(), nq)
-        q = np.bincount(pf, self.b.ravel(), nq)
-        p = fab.mark_probability(q)
-        avail = q + arrivals
-        dep_q = np.minimum(avail, self._serve)
-        drops = np.maximum(avail - dep_q - fab.buffer_bytes, 0.0)
-        dropped = bool(np.count_nonzero(drops))
-        if dropped:  # tail drop, charged to the flows by their arrivals
-            kept = avail - drops
-            # (a queue drops only what arrived: no arrivals -> no drops -> 0 / tiny = 0)
-            fdrop = drops / np.maximum(arrivals, _TINY)
-            drop_fh = inflow * fdrop[path]
-            tot = self.b + inflow - drop_fh
-        else:
-            kept = avail
-            tot = self.b + inflow
-        fdep = dep_q / np.maximum(kept, _TINY)  # an empty queue sends nothing: 0 / tiny = 0
-        dep = tot * fdep[path]
-        self.b = tot - dep
-        m_in = self._m_in
-        m_in[:, 1:] = self.prev_mout[:, :-1]
-        mout = 1.0 - (1.0 - m_in) * (1.0 - p)[path]
-        dep_m = dep * mout
-        q_new = kept - dep_q
-        self.counters.add_step(q, q_new, arrivals, dep_q, np.bincount(pf, dep_m.ravel(), nq),
-                               drops if dropped else None)
         self._dep_q, self._q_new = dep_q, q_new
-        self.seen |= inflow > 0
-        # 5. delivery, CNPs, losses
-        lf = self.lastflat
-        dflat = dep.reshape(-1)
-        got = dflat[lf]
-        got_m = dep_m.reshape(-1)[lf]
-        dflat[lf] = 0.0
         self.prev_dep, self.prev_mout = dep, mout
-        self.delivered += got
-        fire = (got_m > 0) & (t0 - self.last_cnp >= self._cnp_gap)
-        if np.count_nonzero(fire):
-            idx = fire.nonzero()[0]
-            lam = got_m[idx] / self.scale.pkt_bytes
-            idx = idx[self._uniform(idx) < -np.expm1(-lam)]
-            if len(idx):
-                self.last_cnp[idx] = t0
-                self.cnps[idx] += 1
-                when = (steps + self.dsteps[idx]) % self.D
-                self.fb_cnp[when, idx] = True
-                self._n_cnp[when] = True
+        # CNPs, losses
+        cnp_draw(got_m, self.last_cnp, self.cnps, self.hbase, steps, t0, self._cnp_gap,
+                 float(self.scale.pkt_bytes), self.dsteps, self.fb_cnp, self._n_cnp)
         if dropped:
-            lost_f = np.add.reduce(drop_fh, axis=1)
             idx = (lost_f > 0).nonzero()[0]
             when = (steps + self.dsteps[idx]) % self.D
             self.fb_lost[when, idx] += lost_f[idx]
@@ -307,10 +265,10 @@ class Engine(SlotPool):
         # RTT probes every probe interval (several may be in flight, like per-ACK RTT
         # samples): RTT = base RTT + queueing delay now on the path; the answer comes
         # back that RTT later
-        due = act & (self.next_probe <= t0) if self._probes else act[:0]
-        if np.count_nonzero(due):
+        due = act & (self.next_probe <= t0) if self._probes else None
+        if due is not None and np.count_nonzero(due):
             idx = due.nonzero()[0]
-            qd = np.add.reduce((q / fab.rate_bps * 8.0)[path[idx]], axis=1)
+            qd = np.add.reduce((q / fab.rate_bps * 8.0)[self.path[idx]], axis=1)
             val = self.rtt0[idx] + qd
             kk = np.minimum(np.rint(val / dt).astype(np.int64), self.Dr - 1)
             ring = (steps + kk) % self.Dr
@@ -319,23 +277,10 @@ class Engine(SlotPool):
             self._n_rtt[ring] = True
             self.next_probe[idx] = t0 + self.probe_interval
         self.t, self.steps = t1, steps + 1
-        done = self.delivered >= self.thr
-        if self._has_stop or np.count_nonzero(done):
-            self._finish(t0, done)
+        if self._has_stop or n_done:
+            self._finish(t0, self.delivered >= self.thr)
         if t1 >= self._next_interval - 1e-12:
             self._close_interval(t1)
-
-    def _uniform(self, idx: np.ndarray) -> np.ndarray:
-        """A uniform draw for slots ``idx`` from (seed, flow id, step) alone, so a flow's
-        draws do not depend on which other flows share the run (splitmix64 finaliser)."""
-        # hbase = flow id x 0x9E3779B97F4A7C15 + seed mix (mod 2^64), set at admission
-        z = self.hbase[idx] + np.uint64(self.steps)
-        z ^= z >> _U30
-        z *= _M1
-        z ^= z >> _U27
-        z *= _M2
-        z ^= z >> _U31
-        return (z >> _U11).astype(np.float64) * (1.0 / 2**53)
 
     def _close_interval(self, t1: float) -> None:
         k = self.seen.nonzero()

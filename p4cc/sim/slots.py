@@ -10,6 +10,7 @@ from p4cc.scale import Scale
 from p4cc.sim.cc import CcHook
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
+from p4cc.sim.kernel import scratch
 from p4cc.sim.telemetry import PortCounters
 
 #: Per-slot float values of a fresh flow (reset together at admission).
@@ -66,7 +67,6 @@ class SlotPool:
     line: np.ndarray  # host line rate
     rtt0: np.ndarray  # unloaded RTT of the path
     fwd: np.ndarray  # lumped one-way propagation after the last queue
-    lastflat: np.ndarray  # slot * H + last hop: the last hop's index in raveled (cap, H)
     last_cnp: np.ndarray
     next_probe: np.ndarray
     rtt_last: np.ndarray  # latest RTT sample at the sender (NaN before the first)
@@ -77,7 +77,8 @@ class SlotPool:
     _grp: np.ndarray
     _fresh: np.ndarray
     _ar: np.ndarray
-    _m_in: np.ndarray
+    _f8: np.ndarray
+    _out: tuple[np.ndarray, ...]
 
     def _alloc(self, cap: int) -> None:
         old, H, D = self.cap, self.H, self.D
@@ -146,8 +147,8 @@ class SlotPool:
 
     def _buffers(self) -> None:
         """Per-step scratch arrays and indices that depend on (cap, H)."""
-        self.lastflat = self._ar * self.H + self.last_hop
-        self._m_in = np.zeros((self.cap, self.H))  # column 0 stays 0 (no marks at hop 0)
+        self._f8 = np.full(self.cap, self.dt / 8.0)  # seconds each slot sends this step / 8
+        self._out = scratch(self.cap, self.H, self.L + 1)  # queue_step's outputs
 
     # -- completion ------------------------------------------------------------------
     def _finish(self, t0: float, done: np.ndarray) -> None:
@@ -165,22 +166,25 @@ class SlotPool:
         fl = self.flows
         end = self._final_ack(t0, idx, rows)
         fl.end[rows] = end
-        fl.delivered[rows] = self.delivered[idx]
-        fl.drops[rows] = self.lost[idx]
-        fl.retx[rows] = self.retx[idx]
-        fl.cnps[rows] = self.cnps[idx]
+        delivered, lost, retx = self.delivered, self.lost, self.retx
+        for s, row in zip(idx.tolist(), rows.tolist(), strict=True):  # (scalar writes:
+            fl.delivered[row] = delivered[s]  # usually one or two flows finish at once)
+            fl.drops[row] = lost[s]
+            fl.retx[row] = retx[s]
+            fl.cnps[row] = self.cnps[s]
         seen = self.seen[idx]
         if seen.any():
             k = seen.nonzero()
             self.counters.pairs.append(np.column_stack([
                 self.path[idx][k], self.src_i[idx][k[0]], rows[k[0]],
                 (self.sent[idx][k[0]] >= self.elephant_bytes).astype(np.int64)]))
-        self.active[idx] = self.ok[idx] = False
-        self.thr[idx] = np.inf
-        self.row[idx] = -1
-        self.path[idx] = self.L
-        self.b[idx] = self.prev_dep[idx] = 0.0
-        self.remaining[idx] = 0.0
+        for s in idx.tolist():
+            self.active[s] = self.ok[s] = False
+            self.thr[s] = np.inf
+            self.row[s] = -1
+            self.path[s] = self.L
+            self.b[s] = self.prev_dep[s] = 0.0
+            self.remaining[s] = 0.0
         self.cc.reset_slots(idx, self.t, self.line[idx])  # idle CC state, no timers
         self.free.extend(int(i) for i in idx[::-1])
         for row, e in zip(rows.tolist(), end.tolist(), strict=True):

@@ -15,7 +15,8 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(PortTelemetry))
 
 
 class PortCounters:
-    """Sums over the steps of one interval, one entry per queue (+ the dummy queue)."""
+    """Sums over the steps of one interval, one entry per queue (+ the dummy queue),
+    added by the engine's queue kernel (p4cc.sim.kernel)."""
 
     def __init__(self, fabric: Fabric) -> None:
         self.fabric = fabric
@@ -40,17 +41,6 @@ class PortCounters:
         self.qmax = np.zeros(self.n)
         # (queue, src host, flow, elephant) seen this interval, from flows that left
         self.pairs: list[npt.NDArray[np.int64]] = []
-
-    def add_step(self, q: np.ndarray, q_new: np.ndarray, arrivals: np.ndarray, dep: np.ndarray,
-                 dep_marked: np.ndarray, drops: np.ndarray | None) -> None:
-        """One step's per-queue sums (``drops`` None: nothing dropped)."""
-        self.tx += dep
-        self.txm += dep_marked
-        if drops is not None:
-            self.drops += drops
-        self.arr += arrivals
-        self.q_arr += q * arrivals
-        np.maximum(self.qmax, np.where(arrivals > 0, np.maximum(q, q_new), 0.0), out=self.qmax)
 
     def records(self, t: float, seen: npt.NDArray[np.int64]) -> list[PortTelemetry]:
         """Close the interval at ``t``; ``seen`` rows: (queue, src, flow id, elephant)."""

@@ -42,6 +42,7 @@ from p4cc.traffic.bmv2_limits import (
     SWITCH_NICE,
     check_spec,
     probe_interval_s,
+    rto_s,
 )
 from p4cc.traffic.spec import ExperimentSpec
 
@@ -185,7 +186,10 @@ class _Run:
         ready = []
         probe = probe_interval_s(cc, sized["src"].nunique(),
                                  self.scale.pps(self.scale.link_rate_bps), self.scale.base_rtt_s)
-        self.sink.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow")
+        rto = rto_s(min(len(self.topo.switches), 3), self.scale.buffer_bytes,
+                    self.scale.link_rate_bps, self.scale.base_rtt_s)
+        self.sink.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow; RTO "
+                      f"{rto * 1e3:.0f} ms")
         for src, rows in sized.groupby("src", sort=False):
             h = str(src)
             d = self.hosts_dir / h
@@ -201,7 +205,7 @@ class _Run:
                     "--go", str(go), "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),
-                    "--probe-interval", f"{probe:g}",
+                    "--probe-interval", f"{probe:g}", "--rto", f"{rto:g}",
                     "--deadline", f"{max(self.spec.duration_s, last) + 30:g}"]
             p = self._spawn(h, "send", argv, "send.log")
             self.sender_procs[h] = p
