@@ -20,7 +20,6 @@ from p4cc.traffic.bmv2_limits import (
     MAX_SWITCHES,
     check_spec,
     probe_interval_s,
-    rto_s,
 )
 from p4cc.traffic.default import DEFAULT_SPEC, resolve_backend
 from p4cc.traffic.spec import load_spec, parse_spec
@@ -74,13 +73,6 @@ def test_probe_interval() -> None:
     # RL-CC: 4 sources within 5 % of 1250 pps -> 64 ms
     assert probe_interval_s("rlcc", 4, pps, 2e-3) == pytest.approx(0.064)
     assert probe_interval_s("rlcc", 1, 1e6, 2e-3) == pytest.approx(8e-3)  # hostcc default
-
-
-def test_rto_covers_full_queues() -> None:
-    # star: one 100 kB queue at 10 Mb/s = 80 ms; 1.5 x (2 ms + 80 ms) = 123 ms
-    assert rto_s(1, 100_000, 10e6, 2e-3) == pytest.approx(0.123)
-    assert rto_s(3, 100_000, 10e6, 2e-3) == pytest.approx(0.363)
-    assert rto_s(1, 1000, 1e9, 2e-3) == pytest.approx(0.04)  # hostcc's default floor
 
 
 def _csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -42,7 +42,6 @@ from p4cc.traffic.bmv2_limits import (
     SWITCH_NICE,
     check_spec,
     probe_interval_s,
-    rto_s,
 )
 from p4cc.traffic.spec import ExperimentSpec
 
@@ -186,10 +185,7 @@ class _Run:
         ready = []
         probe = probe_interval_s(cc, sized["src"].nunique(),
                                  self.scale.pps(self.scale.link_rate_bps), self.scale.base_rtt_s)
-        rto = rto_s(min(len(self.topo.switches), 3), self.scale.buffer_bytes,
-                    self.scale.link_rate_bps, self.scale.base_rtt_s)
-        self.sink.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow; RTO "
-                      f"{rto * 1e3:.0f} ms")
+        self.sink.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow")
         for src, rows in sized.groupby("src", sort=False):
             h = str(src)
             d = self.hosts_dir / h
@@ -205,7 +201,7 @@ class _Run:
                     "--go", str(go), "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),
-                    "--probe-interval", f"{probe:g}", "--rto", f"{rto:g}",
+                    "--probe-interval", f"{probe:g}",
                     "--deadline", f"{max(self.spec.duration_s, last) + 30:g}"]
             p = self._spawn(h, "send", argv, "send.log")
             self.sender_procs[h] = p
@@ -298,6 +294,14 @@ class _Run:
                                      flow_id=fid, start_s=self.now(), dst=dst))
 
     def _link_event(self, ev: dict[str, Any]) -> None:
+        """Fail or restore a switch-to-switch link by black-holing both switch ends.
+
+        Not ``ip link set down``: BMv2's libpcap ports stopped forwarding for good after
+        one down/up (measured: no packet crossed leaf1 again, even on its other ports).
+        Instead an HTB root whose only class runs at 8 bit/s into a 1-packet pfifo eats
+        everything BMv2 sends on the port (the kernel here lacks netem and matchall);
+        ``up`` deletes it.
+        """
         from p4cc.topo.hosts import switch_intf
 
         state = "down" if ev["action"] == "down" else "up"
@@ -305,10 +309,16 @@ class _Run:
             if self.topo.is_host(str(node)):
                 continue
             dev = switch_intf(str(node), int(port))
-            res = subprocess.run(["ip", "link", "set", "dev", dev, state], capture_output=True,
-                                 text=True)
-            if res.returncode != 0:
-                self.sink.log(f"link event: ip link set {dev} {state} failed: {res.stderr}")
+            cmds = [["tc", "qdisc", "del", "dev", dev, "root"]] if state == "up" else [
+                ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "e2:", "htb",
+                 "default", "1"],
+                ["tc", "class", "add", "dev", dev, "parent", "e2:", "classid", "e2:1", "htb",
+                 "rate", "8bit", "ceil", "8bit", "burst", "1", "cburst", "1"],
+                ["tc", "qdisc", "add", "dev", dev, "parent", "e2:1", "pfifo", "limit", "1"]]
+            for cmd in cmds:
+                res = subprocess.run(cmd, capture_output=True, text=True)
+                if res.returncode != 0:
+                    self.sink.log(f"link event: `{' '.join(cmd)}` failed: {res.stderr.strip()}")
         self.sink.table("link_events_applied", [{"t_s": self.now(), "action": state,
                                                  "a": ev["a"], "b": ev["b"],
                                                  "failure": ev["failure"]}])

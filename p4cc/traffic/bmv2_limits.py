@@ -100,16 +100,3 @@ def probe_interval_s(host_cc: str, sources: int, link_pps: float, base_rtt_s: fl
 #: processes then absorb the CPU shortage, as slower hosts would.
 SWITCH_NICE = -10
 
-
-def rto_s(switches_on_path: int, buffer_bytes: int, link_rate_bps: float,
-          base_rtt_s: float) -> float:
-    """``p4cc host send --rto``: 1.5 x the RTT with every queue on the path full.
-
-    hostcc's default, max(20 x base RTT, 20 ms) = 40 ms here, is below the delay of one
-    full 100 kB queue at 10 Mb/s (80 ms): every standing queue then fires go-back-N
-    timeouts that resend whole windows into the same queue (measured: 5000+ timeouts
-    and ~45 % of WebSearch flows completing in 30 s).  A real sender's RTO adapts to
-    the RTT it sees; this is the static equivalent for the fabric's buffers.
-    """
-    full = switches_on_path * buffer_bytes * 8.0 / link_rate_bps
-    return max(20 * base_rtt_s, 0.02, 1.5 * (base_rtt_s + full))

@@ -228,9 +228,10 @@ struct metadata_t {
     bit<8>      int_max_hops;
     /* Egress queue id, the second key of ecn_config.  v1model's standard_metadata_t
      * has no qid, and p4c (1.2.4) emits @alias only for standard_metadata, so BMv2's
-     * queueing_metadata.qid is not reachable.  Egress copies intrinsic_metadata.priority
-     * here instead: the priority queue ingress chose; 0 (the only queue) unless BMv2
-     * runs with --priority-queues and ingress sets a priority, which p4cc does not. */
+     * queueing_metadata.qid is not reachable.  Ingress set_nhop (the last action on the
+     * forwarding path) copies intrinsic_metadata.priority here instead: the priority
+     * queue the packet is enqueued in; 0 (the only queue) unless BMv2 runs with
+     * --priority-queues and ingress sets a priority, which p4cc does not. */
     bit<5>      qid;
     /* Index of the egress port in the per-port counters/registers, set once by
      * set_nhop: the port, or the unused index 0 for ports above MAX_PORT_INDEX.  A

@@ -7,7 +7,8 @@
  * Concurrency (BMv2 target quirk): simple_switch runs one ingress thread and 4 egress
  * threads; a packet for port p is handled by egress thread p % 4.  Registers indexed by
  * the egress port (q_*, incast_bits, flow_bits, elephant_bits at port*4+word) are
- * therefore written by one thread only and are safe.  The count-min rows flow_bytes_r0/r1
+ * therefore written by one thread only and are safe (index 0, shared by all ports above
+ * MAX_PORT_INDEX, is protected by the per-action lock described next).  The count-min rows flow_bytes_r0/r1
  * are indexed by flow hash, so packets of different ports (different threads) can hit
  * the same cell at the same time.  BMv2 locks every register array an action touches
  * for the duration of that action (bm_sim RegisterSync), so each read-add-write below
