@@ -29,6 +29,8 @@ def test_command_line_has_ports_interfaces_and_no_p4() -> None:
     assert tail == ["--", "--grpc-server-addr", "127.0.0.1:50053", "--cpu-port", "510"]
     # logging and pcap off unless asked
     assert "--log-file" not in cmd and "--pcap" not in cmd and "--log-console" not in cmd
+    # and BMv2's default trace level (formatted even with no sink) switched off
+    assert cmd[cmd.index("--log-level") + 1] == "off"
     assert "--notifications-addr" not in cmd  # the binary does not support it
 
 

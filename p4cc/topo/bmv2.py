@@ -237,6 +237,10 @@ class Bmv2Process:
         if self.log_file is not None:
             cmd += ["--log-file", str(self.log_file), "--log-level", self.log_level,
                     "--log-flush"]
+        else:
+            # BMv2's default level is trace even with no log sink: it formats every
+            # per-packet message and drops it, costing 2-3x throughput (docs/dataplane.md).
+            cmd += ["--log-level", "off"]
         if self.pcap_dir is not None:
             cmd += ["--pcap", str(self.pcap_dir)]
         cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr,
