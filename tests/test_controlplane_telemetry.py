@@ -60,6 +60,22 @@ def test_port_records_from_snapshots() -> None:
     assert (idle.tx_pkts, idle.drops_pkts, idle.qlen_avg_bytes, idle.ecn) == (0, 0, 0.0, None)
 
 
+def test_queue_growth_is_not_counted_as_drops() -> None:
+    """A queue that grows (mean depth 0 -> 40 packets) with no loss is not a loss."""
+    empty = _regs(2, q_enq_sum=0, q_enq_cnt=10, q_enq_max=0, q_sojourn_sum=0)
+    prev = Snapshot(1.0, {"port_offered": {2: (100, 100_000)}, "port_tx": {2: (100, 100_000)}},
+                    empty)
+    filling = _regs(2, q_enq_sum=80 * 40, q_enq_cnt=80, q_enq_max=80, q_sojourn_sum=0)
+    cur = Snapshot(1.5, {"port_offered": {2: (240, 240_000)}, "port_tx": {2: (200, 200_000)}},
+                   filling)
+    r = port_records("s1", [2], prev, cur, SCALE, {}, {2: 10e6})[2]
+    assert r.drops_pkts == 0  # 140 offered - 100 sent - (40 - 0) mean-depth growth
+    # the same interval with 25 packets really lost is still reported
+    lossy = Snapshot(1.5, {"port_offered": {2: (265, 265_000)}, "port_tx": {2: (200, 200_000)}},
+                     filling)
+    assert port_records("s1", [2], prev, lossy, SCALE, {}, {2: 10e6})[2].drops_pkts == 25
+
+
 def test_counter_reset_counts_from_zero_and_bad_order() -> None:
     prev = Snapshot(0.0, {"port_tx": {1: (1000, 1_000_000)}})
     cur = Snapshot(0.1, {"port_tx": {1: (7, 7000)}})
