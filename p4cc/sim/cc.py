@@ -127,12 +127,15 @@ class DcqcnHook:
         if len(slots) == 0:
             return
         f, i, b = self._blocks
-        fresh = np.repeat(self._fresh[0], len(slots), axis=1)
-        fresh[(0, 1, 3), :] = line_bps
-        f[:, slots] = fresh
-        i[:, slots] = self._fresh[1]
-        b[:, slots] = self._fresh[2]
-        self._carry[slots] = 0.0
+        ff, fi, fb = (x[:, 0] for x in self._fresh)
+        carry = self._carry
+        # slot by slot (usually one or two): column writes are cheaper than scatters
+        for s, line in zip(slots.tolist(), line_bps.tolist(), strict=True):
+            f[:, s] = ff
+            f[0, s] = f[1, s] = f[3, s] = line  # rc, rt, line
+            i[:, s] = fi
+            b[:, s] = fb
+            carry[s] = 0.0
 
     def _update(self) -> None:
         """The time of the next event that can change a rate."""

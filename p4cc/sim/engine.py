@@ -36,7 +36,7 @@ from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
-from p4cc.sim.kernel import cnp_draw, queue_step, warm_up
+from p4cc.sim.kernel import fabric_step, warm_up
 from p4cc.sim.slots import SlotPool
 from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
@@ -78,7 +78,8 @@ class Engine(SlotPool):
         self.Dr = math.ceil((max_rtt + self.H * qmax) / self.dt) + 2
         self._dt8 = self.dt / 8.0
         self._serve = fab.rate_bps * (self.dt / 8.0)  # bytes a queue sends per step
-        self._inv_pkt = 1.0 / spec.scale.pkt_bytes
+        self._pkt = float(spec.scale.pkt_bytes)
+        self._inv_pkt = 1.0 / self._pkt
         warm_up()  # the compiled queue kernel, before the first step
         self._cnp_gap = self.cnp_interval - 1e-12
         # flags: a feedback ring row may hold something (guards; exact values in fb_*)
@@ -240,11 +241,14 @@ class Engine(SlotPool):
             self._partial = None
         c = self.counters
         send, dep, mout, q, q_new, dep_q, got_m, lost_f = out = self._out
-        dropped, n_done = queue_step(
+        # (and the NP's CNP draw on the marked bytes delivered)
+        dropped, n_done, _ = fabric_step(
             rate, f8, self.remaining, self.sent, self.ok, self.stop, t0, self.thr, self.b,
             self.prev_dep, self.prev_mout, self.path, self.last_hop, fab.kmin_pkts,
             fab.kmax_pkts, fab._slope, self._inv_pkt, self._serve, fab.buffer_bytes, c.tx,
-            c.txm, c.drops, c.arr, c.q_arr, c.qmax, self.seen, self.delivered, *out)
+            c.txm, c.drops, c.arr, c.q_arr, c.qmax, self.seen, self.delivered, *out,
+            self.last_cnp, self.cnps, self.hbase, steps, self._cnp_gap, self._pkt,
+            self.dsteps, self.fb_cnp, self._n_cnp)
         # double buffers: this step's departures are the next step's arrivals
         self._out = (send, self.prev_dep, self.prev_mout, q, q_new, dep_q, got_m, lost_f)
         if part is not None:
@@ -252,9 +256,7 @@ class Engine(SlotPool):
         cc.on_sent(t0, send)
         self._dep_q, self._q_new = dep_q, q_new
         self.prev_dep, self.prev_mout = dep, mout
-        # CNPs, losses
-        cnp_draw(got_m, self.last_cnp, self.cnps, self.hbase, steps, t0, self._cnp_gap,
-                 float(self.scale.pkt_bytes), self.dsteps, self.fb_cnp, self._n_cnp)
+        # losses
         if dropped:
             idx = (lost_f > 0).nonzero()[0]
             when = (steps + self.dsteps[idx]) % self.D

@@ -265,30 +265,60 @@ def _cnps_loops(got_m: Any, last_cnp: Any, cnps: Any, hbase: Any, step: Any, t0:
     return n
 
 
+_STEP_ARGS = """rate f8 remaining sent ok stop t0 thr b prev_dep prev_mout path last_hop kmin kmax
+slope inv_pkt serve buf tx txm drops_acc arr q_arr qmax seen delivered o_send o_dep o_mout
+o_q o_q_new o_dep_q o_got_m o_lost last_cnp cnps hbase step gap pkt dsteps fb_cnp
+n_cnp""".split()
+
+
+def fabric_numpy(*args: Any) -> tuple[bool, int, int]:
+    """queues_numpy then cnps_numpy (on the step's marked deliveries): the arguments of
+    both in ``_STEP_ARGS`` order; returns (dropped, n_done, CNPs drawn)."""
+    dropped, n_done = queues_numpy(*args[:35])
+    last_cnp, cnps, hbase, step, gap, pkt, dsteps, fb_cnp, n_cnp = args[35:]
+    fired = cnps_numpy(args[33], last_cnp, cnps, hbase, step, args[6], gap, pkt, dsteps,
+                       fb_cnp, n_cnp)
+    return dropped, n_done, fired
+
+
+def _fabric_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: Any,
+                  t0: Any, thr: Any, b: Any, prev_dep: Any, prev_mout: Any, path: Any,
+                  last_hop: Any, kmin: Any, kmax: Any, slope: Any, inv_pkt: Any,
+                  serve: Any, buf: Any, tx: Any, txm: Any, drops_acc: Any, arr: Any,
+                  q_arr: Any, qmax: Any, seen: Any, delivered: Any, send: Any, dep: Any,
+                  mout: Any, q: Any, q_new: Any, dep_q: Any, got_m: Any, lost_f: Any,
+                  last_cnp: Any, cnps: Any, hbase: Any, step: Any, gap: Any, pkt: Any,
+                  dsteps: Any, fb_cnp: Any, n_cnp: Any) -> Any:  # pragma: no cover
+    """fabric_numpy's compiled form: one call per step (numba's per-call cost is per
+    argument, so the two kernels share one call)."""
+    dropped, n_done = queues_numba(
+        rate, f8, remaining, sent, ok, stop, t0, thr, b, prev_dep, prev_mout, path,
+        last_hop, kmin, kmax, slope, inv_pkt, serve, buf, tx, txm, drops_acc, arr, q_arr,
+        qmax, seen, delivered, send, dep, mout, q, q_new, dep_q, got_m, lost_f)
+    fired = cnps_numba(got_m, last_cnp, cnps, hbase, step, t0, gap, pkt, dsteps, fb_cnp,
+                       n_cnp)
+    return dropped, n_done, fired
+
+
 queues_numba: Any
 cnps_numba: Any
+fabric_numba: Any
 try:  # numba is a dependency; the numpy form keeps the simulator usable without it
     import numba
 
     queues_numba = numba.njit(cache=True, nogil=True)(_queues_loops)
     cnps_numba = numba.njit(cache=True, nogil=True)(_cnps_loops)
+    fabric_numba = numba.njit(cache=True, nogil=True)(_fabric_loops)
 except ImportError:  # pragma: no cover
-    queues_numba = cnps_numba = None
+    queues_numba = cnps_numba = fabric_numba = None
 
 
-def queue_step(*args: Any) -> Result:
-    """One step of every queue: the compiled form when numba is installed."""
-    if queues_numba is not None:
-        dropped, n_done = queues_numba(*args)
-        return bool(dropped), int(n_done)
-    return queues_numpy(*args)
-
-
-def cnp_draw(*args: Any) -> int:
-    """The CNP draw of every slot: the compiled form when numba is installed."""
-    if cnps_numba is not None:
-        return int(cnps_numba(*args))
-    return cnps_numpy(*args)
+def fabric_step(*args: Any) -> tuple[bool, int, int]:
+    """One step of every queue and the CNP draw (``_STEP_ARGS``): compiled with numba."""
+    if fabric_numba is not None:
+        dropped, n_done, fired = fabric_numba(*args)
+        return bool(dropped), int(n_done), int(fired)
+    return fabric_numpy(*args)
 
 
 def scratch(cap: int, hops: int, nq: int) -> tuple[FloatArray, ...]:
@@ -297,18 +327,20 @@ def scratch(cap: int, hops: int, nq: int) -> tuple[FloatArray, ...]:
             np.zeros(nq), np.zeros(nq), np.zeros(cap), np.zeros(cap))
 
 
+def tiny_args() -> list[Any]:
+    """A one-slot, two-queue fabric_step input with the engine's argument types."""
+    f1, f2 = np.zeros(2), np.zeros((1, 2))
+    return [np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1, np.bool_),
+            np.zeros(1), 0.0, np.zeros(1), f2.copy(), f2.copy(), f2.copy(),
+            np.ones((1, 2), np.int64), np.zeros(1, np.int64), f1, f1 + 1.0, f1, 1.0,
+            f1 + 1.0, f1 + 1.0, *(f1.copy() for _ in range(6)), np.zeros((1, 2), np.bool_),
+            np.zeros(1), *scratch(1, 2, 2), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros(1, np.uint64), 0, 1.0, 1.0, np.ones(1, np.int64),
+            np.zeros((2, 1), np.bool_), np.zeros(2, np.bool_)]
+
+
 def warm_up() -> None:
     """Compile (or load from numba's cache) the kernel now, on a tiny input of the
     engine's argument types, so the first step does not pay for it."""
-    if queues_numba is None:
-        return
-    f1, f2 = np.zeros(2), np.zeros((1, 2))
-    queues_numba(np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1), np.zeros(1, np.bool_),
-                 np.zeros(1), 0.0, np.zeros(1), f2.copy(), f2.copy(), f2.copy(),
-                 np.ones((1, 2), np.int64), np.zeros(1, np.int64), f1, f1 + 1.0, f1, 1.0,
-                 f1 + 1.0, f1 + 1.0, f1.copy(), f1.copy(), f1.copy(), f1.copy(), f1.copy(),
-                 f1.copy(),
-                 np.zeros((1, 2), np.bool_), np.zeros(1), *scratch(1, 2, 2))
-    cnps_numba(np.zeros(1), np.zeros(1), np.zeros(1, np.int64), np.zeros(1, np.uint64), 0,
-               0.0, 1.0, 1.0, np.ones(1, np.int64), np.zeros((2, 1), np.bool_),
-               np.zeros(2, np.bool_))
+    if fabric_numba is not None:
+        fabric_numba(*tiny_args())

@@ -37,6 +37,7 @@ class SlotPool:
     L: int  # index of the dummy queue
     D: int  # CNP / loss ring length (steps)
     Dr: int  # RTT-answer ring length (steps)
+    _probes: bool  # RTT probes are taken
     t: float
     cap: int
     free: list[int]
@@ -134,8 +135,9 @@ class SlotPool:
         self.fb_cnp = grow_fb(g("fb_cnp"), False, np.bool_)
         self.fb_lost = grow_fb(g("fb_lost"), 0.0, np.float64)
         rt, rg = g("fb_rtt"), g("fb_gen")
-        self.fb_rtt = np.full((self.Dr, cap), np.nan)
-        self.fb_gen = np.zeros((self.Dr, cap), dtype=np.int64)
+        rows = self.Dr if self._probes else 1  # (the RTT ring is only read with probes)
+        self.fb_rtt = np.full((rows, cap), np.nan)
+        self.fb_gen = np.zeros((rows, cap), dtype=np.int64)
         if rt is not None:
             self.fb_rtt[:, :old] = rt
             self.fb_gen[:, :old] = rg
