@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 TOPO ?= star,hosts=5
 P4C ?= p4c
 
-APT_PACKAGES := mininet iperf3 ethtool iproute2 tcpdump python3-venv
+APT_PACKAGES := mininet iperf3 ethtool iproute2 iputils-ping tcpdump python3-venv
 
 .PHONY: help setup venv p4 testbed cli test test-all lint bench clean
 

@@ -149,7 +149,7 @@ def test_testbed_bad_options_fail_before_asking_for_root(
 
     calls: list[str] = []
     monkeypatch.setattr(topo_cli, "_reexec_as_root", calls.append)
-    assert main(["testbed", "--backend", "bmv2", *argv]) == 2
+    assert main(["incast", "--backend", "bmv2", *argv]) == 2
     assert calls == [] and "p4cc: error:" in capsys.readouterr().err
 
 

@@ -85,14 +85,14 @@ def test_topo_cli_bad_input(topo: str, words: list[str],
 
 
 def test_testbed_cli_bad_topology(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["testbed", "--topo", "ring", "--backend", "bmv2"]) == 2
+    assert main(["incast", "--topo", "ring", "--backend", "bmv2"]) == 2
     assert "unknown topology" in capsys.readouterr().err
 
 
 def test_testbed_without_bmv2_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert main(["testbed", "--backend", "bmv2", "--out", str(tmp_path)]) == 2
+    assert main(["incast", "--backend", "bmv2", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "BMv2 backend is not available" in err and "simple_switch_grpc" in err
     assert "--backend sim" in err
@@ -103,9 +103,37 @@ def test_testbed_falls_back_to_the_simulator(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no BMv2 here
     out = tmp_path / "run"
-    assert main(["testbed", "--duration", "1", "--interval", "0.1", "--out", str(out)]) == 0
+    assert main(["incast", "--duration", "1", "--interval", "0.1", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "running the simulator instead" in text
     assert "SECN1" in text and "SECN2" in text and "s1:5" in text
     for name in ("config.json", "summary.json", "summary.txt", "telemetry.jsonl"):
         assert (out / name).is_file()
+
+
+def test_default_experiment_without_bmv2_says_so(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`p4cc testbed --backend bmv2` on a machine without BMv2: exit 2, names what is missing."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["testbed", "--backend", "bmv2", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "BMv2 backend is not available" in err and "simple_switch_grpc" in err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_default_experiment_falls_back_to_the_simulator(monkeypatch: pytest.MonkeyPatch,
+                                                        tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no BMv2 here
+    out = tmp_path / "run"
+    assert main(["testbed", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "running the default experiment on the SIMULATOR" in text
+    assert "report written to" in text
+    assert (out / "report" / "report.md").is_file()
+    for agent in ("secn1", "secn2"):
+        status = out / agent / "status.json"
+        assert status.is_file() and '"complete": true' in status.read_text()

@@ -1,4 +1,5 @@
-"""Subcommands of the fabric area: ``p4cc doctor``, ``p4cc testbed``, ``p4cc cli``."""
+"""Subcommands of the fabric area: ``p4cc doctor``, ``p4cc testbed``, ``p4cc incast``,
+``p4cc cli``."""
 
 from __future__ import annotations
 
@@ -33,6 +34,17 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _testbed(args: argparse.Namespace) -> int:
+    """The default experiment (examples/testbed.yaml) with its report."""
+    from p4cc.traffic.default import resolve_backend, run_default_experiment
+
+    backend = resolve_backend(args.backend)
+    if backend == "bmv2":
+        _reexec_as_root("testbed")
+    run_default_experiment(backend, Path(args.out) if args.out else None)
+    return 0
+
+
+def _incast(args: argparse.Namespace) -> int:
     from p4cc.controlplane.ecn import static_setting
     from p4cc.scale import get_scale
     from p4cc.topo.spec import parse_topo
@@ -52,7 +64,7 @@ def _testbed(args: argparse.Namespace) -> int:
     for name in cfg.settings:
         static_setting(name, scale)
     if args.backend != "sim":
-        _reexec_as_root("testbed")
+        _reexec_as_root("incast")
     run_testbed(cfg)
     return 0
 
@@ -71,8 +83,17 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_doctor)
 
     p = subparsers.add_parser(
-        "testbed", help="bring up a fabric, run an incast under SECN1 then SECN2, print a "
-        "per-port summary (the main job of `make testbed`)")
+        "testbed", help="the main job of `make testbed`: the default experiment "
+        "(examples/testbed.yaml: leaf-spine, incast + WebSearch 60 %%, SECN1 then SECN2) "
+        "and its report")
+    p.add_argument("--backend", choices=("auto", "bmv2", "sim"), default="auto",
+                   help="auto: BMv2 if `p4cc doctor` finds it, else the simulator (said)")
+    p.add_argument("--out", default=None, help="output directory (default runs/testbed)")
+    p.set_defaults(func=_testbed)
+
+    p = subparsers.add_parser(
+        "incast", help="bring up a fabric, run one incast under SECN1 then SECN2, print a "
+        "per-port summary")
     p.add_argument("--topo", default="star,hosts=5", help="topology (see `p4cc topo`); the "
                    "last host receives, all others send")
     p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
@@ -90,7 +111,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--out", default=None, help="output directory (default runs/testbed-<time>)")
     p.add_argument("--bmv2-log", action="store_true", help="BMv2 packet log (slow)")
     p.add_argument("--pcap", action="store_true", help="pcap per switch port (slow)")
-    p.set_defaults(func=_testbed)
+    p.set_defaults(func=_incast)
 
     p = subparsers.add_parser("cli", help="Mininet CLI on a fabric with the control plane "
                               "running (extra commands: telemetry, ecn)")
