@@ -163,3 +163,17 @@ def test_cli_process_exit_code_2(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "p4cc", "run", str(tmp_path / "bad.yaml")],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "not valid YAML" in res.stderr
+
+
+def test_check_asks_the_backend_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`p4cc run --check` also refuses what the chosen backend cannot honour."""
+    doc = copy.deepcopy(BASE)
+    doc["backend"] = "bmv2"
+    doc["workloads"] = [{"type": "storage", "pattern": "oltp", "io_depth": 4}]
+    doc.pop("link_failures")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["run", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert "bmv2 backend" in err and "--backend sim" in err
+    assert main(["run", str(path), "--check", "--backend", "sim"]) == 0

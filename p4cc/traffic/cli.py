@@ -14,6 +14,10 @@ def _run(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)  # ConfigError -> exit 2 with the message (p4cc.cli)
     if args.check:
+        from p4cc.traffic.backend import get_backend
+
+        # what the chosen backend cannot honour, too (e.g. storage workloads on bmv2)
+        get_backend(args.backend or spec.backend).check(spec)
         print(f"{args.spec}: ok ({len(spec.agents)} variant(s) x {len(spec.seeds)} seed(s), "
               f"backend {args.backend or spec.backend})")
         return 0
