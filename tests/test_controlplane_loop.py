@@ -188,3 +188,32 @@ def test_loop_run_by_deadline_with_static_agent(rig) -> None:
     assert 3 <= stats.steps <= 8
     assert set(ctl.ecn.values()) == {static_setting("secn1", ctl.scale)}
     assert stats.applied == 4 and stats.agent_errors == stats.switch_errors == 0
+
+
+def test_make_agent_name_with_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4cc.controlplane.agents import static
+    from p4cc.controlplane.agents.static import make_agent
+    from p4cc.errors import ConfigError
+    from p4cc.scale import get_scale
+
+    scale = get_scale("testbed")
+    with pytest.raises(ConfigError, match="static setting and takes no argument"):
+        make_agent("secn1:model.pt", scale)
+    seen: list[str] = []
+
+    def factory(sc: object, arg: str = "") -> object:
+        seen.append(arg)
+        return make_agent("secn2", scale)
+
+    monkeypatch.setitem(static.AGENTS, "p4cctestagent", factory)
+    assert make_agent("p4cctestagent:weights.npz", scale).name == "secn2"
+    assert seen == ["weights.npz"]
+
+
+def test_ecn_config_accepts_numpy_integers() -> None:
+    import numpy as np
+
+    from p4cc.controlplane.ecn import EcnConfig
+
+    cfg = EcnConfig(np.int64(1000), np.int64(20_000), np.float32(0.5))  # type: ignore[arg-type]
+    assert cfg.validate(100_000) is cfg

@@ -11,6 +11,7 @@ threshold is quantised to whole packets (up to pkt_bytes - 1 bytes too high).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from p4cc.errors import ConfigError
@@ -34,9 +35,9 @@ class EcnConfig:
         """Raise ConfigError unless 0 < kmin <= kmax <= buffer and 0 < pmax <= 1."""
         for name in ("kmin_bytes", "kmax_bytes"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
                 raise ConfigError(f"EcnConfig.{name} must be an integer number of bytes, got {v!r}")
-        if not isinstance(self.pmax, (int, float)) or not math.isfinite(self.pmax):
+        if not isinstance(self.pmax, numbers.Real) or not math.isfinite(self.pmax):
             raise ConfigError(f"EcnConfig.pmax must be a number, got {self.pmax!r}")
         if self.kmin_bytes <= 0:
             raise ConfigError(f"EcnConfig.kmin_bytes must be > 0, got {self.kmin_bytes}")

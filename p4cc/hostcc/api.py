@@ -21,6 +21,7 @@ from p4cc.hostcc.flow import FlowSpec, RateController
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
 from p4cc.hostcc.sender import ControllerFactory, Sender, SenderConfig
 from p4cc.hostcc.trace import RecordWriter
+from p4cc.hostcc.wire import ETH_LEN
 from p4cc.scale import Scale
 
 FlowLike = FlowSpec | tuple[Any, ...]
@@ -35,6 +36,16 @@ def as_spec(f: FlowLike) -> FlowSpec:
     if not 2 <= len(f) <= 5:
         raise ConfigError(f"flow {f!r}: expected (dst, size[, start_s[, cc[, port]]])")
     return FlowSpec(str(f[0]), int(f[1]), *(f[2:]))
+
+
+def datagram_bytes(scale: Scale) -> int:
+    """The data datagram size (``SenderConfig.pkt_bytes``) for ``scale``.
+
+    ``Scale.pkt_bytes`` is the data packet ON THE WIRE (Ethernet frame): BMv2 queue
+    rates are ``Scale.pps(link rate)`` packets/s of that size, and HTB counts frames.
+    The IPv4 datagram is the frame minus the 14-byte Ethernet header (a 1000-B
+    datagram made 1014-B frames, 1.4 % over the packets/s budget)."""
+    return int(scale.pkt_bytes) - ETH_LEN
 
 
 def controller_factory(scale: Scale, line_rate_bps: float | None = None,

@@ -24,6 +24,11 @@ from p4cc.hostcc.sender import SenderConfig
 from p4cc.scale import get_scale
 
 
+#: default RTO cap of ``p4cc host send`` (``--rto-max``): an RTO backs off from
+#: max(2·srtt, --rto) by doubling up to this.
+RTO_MAX_S = 0.5
+
+
 class _Stop(Exception):
     pass
 
@@ -74,10 +79,14 @@ def _schedule(args: argparse.Namespace) -> list[FlowSpec]:
 def _send(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
     specs = _schedule(args)
-    cfg = SenderConfig(pkt_bytes=args.pkt_bytes or scale.pkt_bytes, dev=args.dev,
+    if args.nic_rate and not args.dev:
+        raise ConfigError("--nic-rate caps the HTB pacing of --dev; give --dev too")
+    cfg = SenderConfig(pkt_bytes=args.pkt_bytes or api.datagram_bytes(scale), dev=args.dev,
                        netns=args.netns, sport_base=args.sport_base,
                        probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
-                       rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02))
+                       rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
+                       rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
+                       link_rate_bps=args.nic_rate or None)
     make = api.controller_factory(scale, args.line_rate or None)
     for spec in {s.cc: s for s in specs}.values():
         make(spec)  # a bad --cc fails here, before anything is set up
@@ -147,11 +156,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--schedule", help="JSON file: list of {dst, size, start_s, cc}")
     p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
     p.add_argument("--line-rate", type=float, default=0.0, help="line rate b/s (scale's)")
-    p.add_argument("--pkt-bytes", type=int, default=0, help="datagram size (scale's)")
+    p.add_argument("--pkt-bytes", type=int, default=0,
+                   help="IPv4 datagram size of data (default: the scale's pkt_bytes, the "
+                        "frame on the wire, minus the 14-B Ethernet header)")
+    p.add_argument("--nic-rate", type=float, default=0.0,
+                   help="cap the sum of the flows at this host link rate, b/s (needs --dev)")
     p.add_argument("--sport-base", type=int, default=0, help="flow i uses this + i")
     p.add_argument("--probe-interval", type=float, default=0.0,
                    help="s (default 4 × the scale's RTT)")
-    p.add_argument("--rto", type=float, default=0.0, help="go-back-N timeout s")
+    p.add_argument("--rto", type=float, default=0.0,
+                   help="RTO floor s (default max(20 x the scale's RTT, 20 ms))")
+    p.add_argument("--rto-max", type=float, default=0.0,
+                   help=f"RTO cap s (default {RTO_MAX_S:g}); RTO = min(max(2 srtt, floor) "
+                        "x 2^timeouts-in-a-row, cap)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
     p.set_defaults(func=_send)
 

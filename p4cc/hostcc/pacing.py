@@ -5,6 +5,17 @@ Layout on the host interface (handle major ``cc`` by default)::
     root qdisc  cc:    htb, default 0 (unclassified traffic is not shaped)
     class       cc:1   control class at ``ctrl_rate_bps`` (RTT probes, opcode 0xC0)
     class       cc:N   one per flow, rate = ceil = the flow's CC rate  (N >= 0x100)
+
+With ``link_rate_bps`` (the host's NIC rate) the flow classes hang under one parent::
+
+    class       cc:2   rate = ceil = link rate
+    class       cc:N   parent cc:2, rate = min_rate_bps, ceil = the flow's CC rate
+
+HTB sends a leaf below its ``rate`` without asking the parent, so the CC rate must be
+the ``ceil`` (borrowed from cc:2) for the parent to bound the sum; HTB then shares the
+line round-robin (quantum = one MTU), like a NIC's QP scheduler.  Without it a host
+with ten new DCQCN flows (each starting at line rate) put ~10x its link rate on an
+unshaped veth (docs/emulation.md).
     filter u32  prio 1 UDP dport 4791 and BTH opcode 0xC0          -> cc:1
     filter u32  prio 2 UDP sport <flow port>, dport 4791           -> cc:N
 
@@ -37,6 +48,8 @@ TC_H_ROOT = 0xFFFFFFFF
 ETH_P_IP = 0x0800
 ROCE_PORT = 4791
 FIRST_FLOW_MINOR = 0x100
+#: minor number of the class at the host's link rate (``PacerConfig.link_rate_bps``)
+LINK_CLASS_MINOR = 0x2
 #: how long a caller waits for the pacer thread to run a netlink command
 CALL_TIMEOUT_S = 10.0
 
@@ -69,8 +82,12 @@ class PacerConfig:
     min_rate_bps: float = field(default=8e3, metadata={"help": "lowest rate ever set"})
     mtu: int = field(default=1600, metadata={"help": "largest frame (bytes)"})
     burst_s: float = field(default=1e-3, metadata={"help": "HTB burst = mtu + rate × this"})
+    link_rate_bps: float | None = field(
+        default=None, metadata={"help": "cap the flows' sum at this rate (the NIC's)"})
 
     def __post_init__(self) -> None:
+        if self.link_rate_bps is not None and not self.link_rate_bps > 0:
+            raise ConfigError(f"link_rate_bps={self.link_rate_bps} must be > 0 (or None)")
         if not self.dev:
             raise ConfigError("pacing needs a device name (--dev)")
         if not 1 <= self.major <= 0xFFFE:
@@ -233,6 +250,14 @@ class HtbPacer:
 
     def _class(self, cmd: str, classid: int, bps: float) -> None:
         burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
+        flow = classid & 0xFFFF >= FIRST_FLOW_MINOR
+        if flow and self.cfg.link_rate_bps is not None:
+            # under the link class: the CC rate is the ceil, the rate a floor (see top)
+            self._ipr.tc(cmd, "htb", self._index, classid,
+                         parent=self._root | LINK_CLASS_MINOR,
+                         rate=_rate(min(bps, self.cfg.min_rate_bps)), ceil=_rate(bps),
+                         mtu=self.cfg.mtu, burst=burst, cburst=burst, quantum=self.cfg.mtu)
+            return
         self._ipr.tc(cmd, "htb", self._index, classid, parent=self._root,
                      rate=_rate(bps), ceil=_rate(bps), mtu=self.cfg.mtu, burst=burst,
                      cburst=burst)
@@ -254,6 +279,8 @@ class HtbPacer:
         self._created = True
         ctrl = self._root | 1
         self._class("add-class", ctrl, self.cfg.ctrl_rate_bps)
+        if self.cfg.link_rate_bps is not None:
+            self._class("add-class", self._root | LINK_CLASS_MINOR, self.cfg.link_rate_bps)
         self._ipr.tc("add-filter", "u32", self._index, parent=self._root, prio=1,
                      protocol=ETH_P_IP, target=ctrl,
                      keys=[f"0x{ROCE_PORT:08x}/0x0000ffff+20", "0xc0000000/0xff000000+28"])

@@ -42,7 +42,10 @@ ControllerFactory = Callable[[FlowSpec], RateController]
 class SenderConfig:
     """How a sender runs its flows (times in seconds)."""
 
-    pkt_bytes: int = field(default=1000, metadata={"help": "IPv4 datagram size of data"})
+    pkt_bytes: int = field(
+        default=1000,
+        metadata={"help": "IPv4 datagram size of data; the frame on the wire is 14 B more "
+                  "(runners: Scale.pkt_bytes - 14, api.datagram_bytes)"})
     dev: str | None = field(default=None, metadata={"help": "pace with HTB on this device"})
     netns: str | None = field(default=None, metadata={"help": "named netns to run in"})
     sport_base: int = field(default=0, metadata={"help": "flow i uses sport_base+i (0: any)"})
@@ -56,7 +59,11 @@ class SenderConfig:
     host_queue_s: float = field(
         default=5e-3, metadata={"help": "...or this much time at the flow's rate, if more"})
     probe_interval_s: float = field(default=8e-3, metadata={"help": "RTT probe period"})
-    rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout"})
+    rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout floor"})
+    rto_max_s: float = field(
+        default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
+    link_rate_bps: float | None = field(
+        default=None, metadata={"help": "with dev: cap the flows' sum at the host link rate"})
     ack_every: int = field(default=16, metadata={"help": "AckReq every N data packets"})
     trace_interval_s: float = field(default=10e-3, metadata={"help": "trace row period"})
     ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
@@ -64,7 +71,7 @@ class SenderConfig:
     def __post_init__(self) -> None:
         if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
             raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
-        for name in ("probe_interval_s", "rto_s", "trace_interval_s"):
+        for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
 
@@ -137,7 +144,8 @@ class Sender:
                 traces = RecordWriter(self.out_dir / "trace.csv", TRACE_FIELDS)
                 fcts = RecordWriter(self.out_dir / "fct.csv", FCT_FIELDS, flush_every=1)
             if self.cfg.dev:
-                self._pacer = HtbPacer(PacerConfig(dev=self.cfg.dev, netns=self.cfg.netns))
+                self._pacer = HtbPacer(PacerConfig(dev=self.cfg.dev, netns=self.cfg.netns,
+                                                   link_rate_bps=self.cfg.link_rate_bps))
                 self._pacer.start()
             cpu0 = time.thread_time()
             self._loop(traces, fcts)
@@ -185,13 +193,14 @@ class Sender:
         pending = list(self.specs)
         active: list[tuple[Flow, socket.socket, dict[str, float]]] = []
         next_trace = 0.0
+        srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
         while not self._stop.is_set():
             t = time.monotonic() - self.t0
             while pending and pending[0].start_s <= t:
                 spec = pending.pop(0)
                 fid = len(self.flows) + 1
                 flow = Flow(fid, spec, self.make_ctl(spec), cfg.pkt_bytes, cfg.rto_s,
-                            cfg.ack_every)
+                            cfg.ack_every, rto_max_s=cfg.rto_max_s, srtt_s=srtt.get(spec.dst))
                 sock = self._open(fid, spec)
                 rate = flow.ctl.rate_bps(t)
                 if self._pacer is not None:
@@ -225,13 +234,16 @@ class Sender:
                     else:
                         wake = min(wake, self._send_user(flow, sock, st, rate, t))
                 else:
-                    wake = min(wake, flow.last_progress_t + flow.rto_s)
+                    wake = min(wake, flow.last_progress_t + flow.rto())
             if t >= next_trace:
                 next_trace = t + cfg.trace_interval_s
                 if traces is not None:
                     for flow, _s, st in active:
                         traces.write(self._trace_row(flow, t, st["rate"]))
             wake = min(wake, next_trace)
+            for flow, _s, _st in active:
+                if flow.srtt_s is not None:
+                    srtt[flow.spec.dst] = flow.srtt_s
             for item in [a for a in active if a[0].done]:
                 active.remove(item)
                 rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)

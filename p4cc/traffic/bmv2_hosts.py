@@ -138,48 +138,17 @@ def iter_trace_rows(path: Path, host: str, offset_s: float,
 
 
 # -- host NIC line rate ---------------------------------------------------------------
-#: HTB minor number of the class that caps a host's aggregate at its link rate
-NIC_CLASS_MINOR = 0x2
+def with_nic_rate(argv: Sequence[str], link_rate_bps: float) -> list[str]:
+    """``p4cc host send`` arguments capping the host's paced aggregate at its link rate.
 
-
-def install_nic_cap(link_rate_bps: float) -> None:
-    """Make ``p4cc host send --dev`` cap the host's aggregate at ``link_rate_bps``.
-
-    p4cc.hostcc.pacing.HtbPacer hangs every flow's class (rate = ceil = CC rate) directly
-    under its HTB root, so the sum over a host's flows is unbounded; a new DCQCN flow
-    starts at line rate, and a host with ten concurrent flows sent ~10x its link rate
-    into its leaf (the fabric's links are unshaped veths: only switch egress queues
-    have rates).  A real NIC serialises at line rate and its scheduler shares the line
-    between QPs.  This subclass puts the flow classes under one parent class at the
-    link rate (each flow's CC rate becomes its ``ceil``; HTB shares the line between
-    them) and is swapped into the sender module of this process only.  Stop-gap until
-    PacerConfig has a link-rate option (docs/emulation.md).
-    """
-    from p4cc.hostcc import pacing, sender
-
-    class NicCappedPacer(pacing.HtbPacer):
-        def _setup(self) -> None:
-            super()._setup()
-            self._nic = self._root | NIC_CLASS_MINOR
-            burst = int(self.cfg.mtu + link_rate_bps / 8.0 * self.cfg.burst_s)
-            self._ipr.tc("add-class", "htb", self._index, self._nic, parent=self._root,
-                         rate=pacing._rate(link_rate_bps), ceil=pacing._rate(link_rate_bps),
-                         mtu=self.cfg.mtu, burst=burst, cburst=burst)
-
-        def _class(self, cmd: str, classid: int, bps: float) -> None:
-            if classid & 0xFFFF < pacing.FIRST_FLOW_MINOR:  # the probe class stays at root
-                super()._class(cmd, classid, bps)
-                return
-            # HTB sends a leaf below its `rate` without asking its parent, so the flow's
-            # CC rate is its `ceil` (borrowed from the NIC class) and its `rate` the
-            # pacer's floor: the NIC class then bounds the sum, shared round-robin.
-            burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
-            self._ipr.tc(cmd, "htb", self._index, classid, parent=self._nic,
-                         rate=pacing._rate(min(bps, self.cfg.min_rate_bps)),
-                         ceil=pacing._rate(bps), mtu=self.cfg.mtu, burst=burst,
-                         cburst=burst, quantum=self.cfg.mtu)
-
-    sender.HtbPacer = NicCappedPacer  # type: ignore[misc]
+    The fabric's links are unshaped veths (only switch egress queues have rates), so
+    without a cap a host with ten new DCQCN flows (each starting at line rate) sent
+    ~10x its link rate into its switch.  ``--nic-rate`` makes the HTB pacer put the flow
+    classes under one class at the link rate (``PacerConfig.link_rate_bps``)."""
+    out = list(argv)
+    if link_rate_bps > 0 and out[:2] == ["host", "send"] and "--nic-rate" not in out:
+        out += ["--nic-rate", f"{link_rate_bps:g}"]
+    return out
 
 
 # -- the synchronised sender wrapper (__main__) -----------------------------------------
@@ -206,12 +175,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ready", required=True, help="file to create once imported")
     parser.add_argument("--go", required=True, help="file holding t0 (Unix time)")
     parser.add_argument("--nic-rate", type=float, default=0.0,
-                        help="cap the host's HTB-paced aggregate at this rate (b/s)")
+                        help="cap the host's HTB-paced aggregate at this rate (b/s): "
+                        "passed to `host send --nic-rate`")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- p4cc arguments")
     args = parser.parse_args(argv)
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
-    if args.nic_rate > 0:
-        install_nic_cap(args.nic_rate)
+    rest = with_nic_rate(rest, args.nic_rate)
     import p4cc.cli
     import p4cc.hostcc.cc
     import p4cc.hostcc.cli

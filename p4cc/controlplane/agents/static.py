@@ -35,7 +35,7 @@ class StaticAgent:
         return todo
 
 
-AgentFactory = Callable[[Scale], Agent]
+AgentFactory = Callable[..., Agent]  # factory(scale) or factory(scale, arg)
 
 
 def _static(name: str) -> AgentFactory:
@@ -44,6 +44,7 @@ def _static(name: str) -> AgentFactory:
 
 #: name -> factory(scale) or "module:function" for agents that load lazily (ACC, PET, ...)
 AGENTS: dict[str, AgentFactory | str] = {n.lower(): _static(n) for n in PAPER_SETTINGS}
+_STATIC = frozenset(AGENTS)
 
 
 def register_agent(name: str, factory: AgentFactory | str) -> None:
@@ -56,15 +57,20 @@ def agent_names() -> list[str]:
 
 
 def make_agent(name: str, scale: Scale) -> Agent:
-    """``make_agent("secn1", scale)``."""
+    """``make_agent("secn1", scale)``; ``name:arg`` (e.g. ``acc:model.pt``) is looked up by
+    ``name`` and, for agents that take one, ``arg`` is passed on (static agents take none)."""
+    base, _, arg = name.partition(":")
     try:
-        factory = AGENTS[name.lower()]
+        factory = AGENTS[base.lower()]
     except KeyError:
         raise ConfigError(f"unknown agent {name!r}; choose one of {agent_names()}") from None
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
-    agent = factory(scale)
+    if arg and base.lower() in _STATIC:
+        raise ConfigError(f"agent {base!r} is a static setting and takes no argument "
+                          f"(got {name!r})")
+    agent = factory(scale, arg) if arg else factory(scale)
     if not isinstance(agent, Agent):
         raise ConfigError(f"agent factory for {name!r} did not return an Agent")
     return agent
