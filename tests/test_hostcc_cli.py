@@ -75,3 +75,27 @@ def test_api_run_flows_with_dcqcn(tmp_path: Path) -> None:
     assert sorted(r["rx_bytes"] for r in rxrecs) == [30_000, 50_000]
     trace = read_records(tmp_path / "trace.csv")
     assert {"t", "rate_bps", "rtt_s"} <= set(trace[0])
+
+
+def test_frame_size_is_the_scales_pkt_bytes() -> None:
+    """Scale.pkt_bytes is the frame on the wire; the datagram is 14 B (Ethernet) less."""
+    from p4cc.hostcc import wire
+    from p4cc.scale import get_scale
+
+    scale = get_scale("testbed")
+    assert api.datagram_bytes(scale) + wire.ETH_LEN == scale.pkt_bytes
+
+
+def test_nic_rate_needs_dev_and_is_passed_by_the_bmv2_wrapper(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from p4cc.traffic.bmv2_hosts import with_nic_rate
+
+    assert main(["host", "send", "--dst", "127.0.0.1", "--size", "10",
+                 "--nic-rate", "1e7"]) == 2
+    assert "--dev" in capsys.readouterr().err
+    args = build_parser().parse_args(
+        with_nic_rate(["host", "send", "--dst", "10.0.1.2", "--size", "9", "--dev", "h1-eth0"],
+                      1e7))
+    assert args.nic_rate == 1e7 and args.rto_max == 0.0
+    assert with_nic_rate(["host", "recv"], 1e7) == ["host", "recv"]
+    assert with_nic_rate(["host", "send"], 0.0) == ["host", "send"]

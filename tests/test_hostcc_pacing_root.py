@@ -127,15 +127,15 @@ def rx_frame_bytes(rec: dict[str, Any]) -> int:
     return int(rec["rx_bytes"]) + int(rec["rx_pkts"]) * FRAME_OVERHEAD
 
 
-def start_pair(net: Net, rates: list[float], size: int, drop: float = 0.0
-               ) -> tuple[Receiver, Sender]:
+def start_pair(net: Net, rates: list[float], size: int, drop: float = 0.0,
+               link_rate_bps: float | None = None) -> tuple[Receiver, Sender]:
     rx = Receiver(ReceiverConfig(drop_prob=drop, seed=3, nack_interval_s=0.005),
                   netns=net.b).start()
     specs = [FlowSpec(RX_IP, size) for _ in rates]
     it = iter(rates)
     tx = Sender(specs, lambda _s: Fixed(next(it)),
-                SenderConfig(dev=net.va, netns=net.a, rto_s=0.05, probe_interval_s=0.01)
-                ).start()
+                SenderConfig(dev=net.va, netns=net.a, rto_s=0.05, probe_interval_s=0.01,
+                             link_rate_bps=link_rate_bps)).start()
     return rx, tx
 
 
@@ -180,6 +180,22 @@ def test_ten_flows_share_in_proportion(net: Net) -> None:
     for (_src, sport), measured in got.items():
         want = ports[sport]
         assert abs(measured - want) / want < 0.1, f"flow {sport}: {measured:.0f} vs {want:.0f}"
+
+
+def test_link_rate_caps_the_sum_and_shares_it(net: Net) -> None:
+    """PacerConfig.link_rate_bps: three flows asking 4 Mb/s each on a 6 Mb/s host link
+    get ~2 Mb/s each (sum within 10 % of the link, shares within 20 % of each other)."""
+    rx, tx = start_pair(net, [4e6, 4e6, 4e6], 10_000_000, link_rate_bps=6e6)
+    try:
+        assert wait_for(lambda: len(rx.records()) == 3, 5.0)
+        got = measure(rx, 0.5, 2.5)
+    finally:
+        tx.stop()
+        rx.stop()
+    assert len(got) == 3 and tx.error is None
+    total = sum(got.values())
+    assert abs(total - 6e6) / 6e6 < 0.1, f"sum {total:.0f} b/s on a 6 Mb/s link cap"
+    assert max(got.values()) / min(got.values()) < 1.2, got
 
 
 def test_flow_completes_under_one_percent_loss(net: Net) -> None:

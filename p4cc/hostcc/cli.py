@@ -23,7 +23,6 @@ from p4cc.hostcc.receiver import PAPER_CNP_INTERVAL_S, ReceiverConfig
 from p4cc.hostcc.sender import SenderConfig
 from p4cc.scale import get_scale
 
-
 #: default RTO cap of ``p4cc host send`` (``--rto-max``): an RTO backs off from
 #: max(2·srtt, --rto) by doubling up to this.
 RTO_MAX_S = 0.5

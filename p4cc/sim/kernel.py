@@ -303,14 +303,23 @@ def _fabric_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
 queues_numba: Any
 cnps_numba: Any
 fabric_numba: Any
+
+
+def _jit(fn: Any) -> Any:
+    try:
+        return numba.njit(cache=True, nogil=True)(fn)
+    except RuntimeError:  # pragma: no cover (no writable cache location: compile per run)
+        return numba.njit(nogil=True)(fn)
+
+
 try:  # numba is a dependency; the numpy form keeps the simulator usable without it
     import numba
-
-    queues_numba = numba.njit(cache=True, nogil=True)(_queues_loops)
-    cnps_numba = numba.njit(cache=True, nogil=True)(_cnps_loops)
-    fabric_numba = numba.njit(cache=True, nogil=True)(_fabric_loops)
 except ImportError:  # pragma: no cover
     queues_numba = cnps_numba = fabric_numba = None
+else:
+    queues_numba = _jit(_queues_loops)
+    cnps_numba = _jit(_cnps_loops)
+    fabric_numba = _jit(_fabric_loops)
 
 
 def fabric_step(*args: Any) -> tuple[bool, int, int]:
