@@ -12,14 +12,15 @@ from p4cc.traffic import analysis as an
 def test_slowdown_uses_headers_and_clips_at_one() -> None:
     # pkt 1000 B with 54 B of headers -> 946 B payload per packet.
     flows = pd.DataFrame({"size_bytes": [946, 1892, 947], "fct_s": [0.0056, 0.0018, 0.01]})
-    sd = an.slowdown(flows, rate_bps=1e7, base_rtt_s=0.002, pkt_bytes=1000)
+    sd = an.slowdown(flows, rate_bps=1e7, base_rtt_s=0.002, pkt_bytes=1000, header_bytes=54)
     # 946 B = 1 packet = 1000 B on the wire: ideal 2 ms + 0.8 ms
     assert sd.iloc[0] == pytest.approx(0.0056 / 0.0028)
     assert sd.iloc[1] == 1.0  # faster than ideal -> clipped
     # 947 B needs 2 packets: 947 + 108 B on the wire
     assert sd.iloc[2] == pytest.approx(0.01 / (0.002 + (947 + 108) * 8 / 1e7))
     per_flow = flows.assign(base_rtt_s=[0.001, 0.001, 0.001])
-    assert an.slowdown(per_flow, 1e7, 0.002, 1000).iloc[0] == pytest.approx(0.0056 / 0.0018)
+    assert an.slowdown(per_flow, 1e7, 0.002, 1000, 54).iloc[0] == pytest.approx(0.0056 / 0.0018)
+    assert an.HEADER_BYTES == 66  # Ethernet + IPv4 + UDP + BTH + data header + ICRC
 
 
 def test_slowdown_groups_are_5_percent_by_count() -> None:
