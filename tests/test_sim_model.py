@@ -240,3 +240,17 @@ def test_telemetry_counts_senders_flows_and_elephants() -> None:
     assert to_h5.tx_pkts == pytest.approx(topo.scale.link_rate_bps * 100e-6 / 8 / 1000, abs=2)
     assert to_h5.qlen_max_bytes == pytest.approx(topo.scale.buffer_bytes)
     assert to_h5.drops_pkts > 0
+
+
+def test_rlcc_policy_names_resolve_like_the_host() -> None:
+    """`rlcc:lstm` etc. name the shipped policies in the simulator too, not file paths."""
+    from p4cc.hostcc import rlcc_policies, rlcc_trees
+    from p4cc.scale import get_scale
+    from p4cc.sim.cc import make_hook
+
+    scale = get_scale("testbed")
+    for name, kind in (("lstm", rlcc_policies.LstmPolicy), ("mlp", rlcc_policies.MlpPolicy),
+                       ("trees", rlcc_trees.TreePolicy), ("reference",
+                                                             rlcc_policies.ReferencePolicy)):
+        hook = make_hook("rlcc", scale, name)
+        assert isinstance(hook.policy, kind)

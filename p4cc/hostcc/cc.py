@@ -180,7 +180,8 @@ def parse_rate(text: str) -> float:
     return value
 
 
-def _policy(arg: str, params: rlcc.RlccParams) -> Policy:
+def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
+    """The policy of ``rlcc:<arg>``: ``reference`` (or empty), a shipped name, or a file."""
     if arg in ("", "reference"):
         return ReferencePolicy(target=params.target, action_max=params.action_max)
     if arg in SHIPPED:
@@ -210,7 +211,7 @@ def make_controller(name: str, scale: Scale | None = None, line_rate_bps: float 
             rparams = rlcc.RlccParams(line_rate_bps=line, **opts)
         except TypeError as exc:
             raise ConfigError(f"bad RL-CC option: {exc}") from None
-        return RlccController(_policy(arg, rparams), rparams, decision_interval_s=interval)
+        return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval)
     if kind == "fixed":
         return FixedController(parse_rate(arg) if arg else line)
     raise ConfigError(f"unknown controller {name!r}; choose one of {list(CONTROLLER_NAMES)}")

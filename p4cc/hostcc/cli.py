@@ -116,7 +116,9 @@ def _recv(args: argparse.Namespace) -> int:
     cnp = args.cnp_interval_us * 1e-6 if args.cnp_interval_us is not None else scale.time(
         PAPER_CNP_INTERVAL_S)
     cfg = ReceiverConfig(port=args.port, bind=args.bind, cnp_interval_s=cnp,
-                         nack_interval_s=scale.base_rtt_s, drop_prob=args.loss, seed=args.seed)
+                         nack_interval_s=scale.base_rtt_s,
+                         nack_max_interval_s=64 * scale.base_rtt_s, drop_prob=args.loss,
+                         seed=args.seed)
     _install_signals()
     rx = api.start_receiver(cfg, netns=args.netns)
     print(json.dumps({"listening": rx.port, "cnp_interval_s": cnp}), flush=True)

@@ -84,6 +84,8 @@ class Flow:
         self.backoff = 0
         self._ackreq_next = False
         self._timed: tuple[int, float] | None = None  # (psn, first send time) for an RTT
+        self._rewind: tuple[int, float] = (-1, -math.inf)  # last NAK rewind (psn, t)
+        self.stale_nacks = 0
         self.ack_every = max(1, ack_every)
         self.snd_una = 0
         self.snd_nxt = 0
@@ -212,8 +214,17 @@ class Flow:
         if ack.nak:
             self.nacks += 1
             self.ctl.on_nack(t)
-            if epsn < self.snd_nxt:
+            # A repeat of the NAK we already rewound to, less than an RTT after that
+            # rewind, was triggered by packets sent before it: rewinding again would
+            # resend the same packets once more.
+            psn, t_rw = self._rewind
+            guard = self.srtt_s if self.srtt_s is not None else self.rto_s
+            if epsn == psn and t - t_rw < guard:
+                self.stale_nacks += 1
+            elif epsn < self.snd_nxt:
                 self.snd_nxt = epsn  # go back N
+                self._rewind = (epsn, t)
+                self._timed = None
             self.last_progress_t = t
         if ack.complete and self.snd_una >= self.npkts and not self.done:
             self.done = True
@@ -232,6 +243,6 @@ class Flow:
             "completed": self.done, "bytes_sent": self.bytes_sent,
             "retx_bytes": self.retx_bytes, "nacks": self.nacks, "cnps": self.cnps,
             "timeouts": self.timeouts, "probes": self.probes,
-            "srtt_s": self.srtt_s,
+            "srtt_s": self.srtt_s, "stale_nacks": self.stale_nacks,
             "bad_replies": self.bad_replies, "unknown_cnps": self.unknown_cnps,
         }

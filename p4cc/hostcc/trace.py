@@ -21,7 +21,8 @@ TRACE_FIELDS = ("t", "flow_id", "rate_bps", "rtt_s", "max_qdepth", "cnps", "nack
                 "bytes_sent", "snd_una", "snd_nxt")
 FCT_FIELDS = ("flow_id", "dst", "sport", "cc", "size", "sched_start_s", "start_s", "end_s",
               "fct_s", "start_epoch", "completed", "bytes_sent", "retx_bytes", "nacks",
-              "cnps", "timeouts", "probes", "bad_replies", "unknown_cnps", "srtt_s")
+              "cnps", "timeouts", "probes", "bad_replies", "unknown_cnps", "srtt_s",
+              "stale_nacks")
 
 
 def _cell(v: Any) -> Any:
