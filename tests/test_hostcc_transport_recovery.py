@@ -9,6 +9,7 @@ receiver that already has everything ends the flow at once.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -166,3 +167,69 @@ def test_rtt_from_acks_of_first_transmissions_only() -> None:
     g.sent(0.05, len(g.next_datagram(0.05)))
     g.on_datagram(wire.encode_ack(1, 1, complete=True), 0.06, 0)
     assert g.done and g.srtt_s is None  # Karn: a retransmitted packet gives no sample
+
+
+def test_receiver_nak_repeats_back_off_per_epsn() -> None:
+    core = ReceiverCore(ReceiverConfig(nack_interval_s=0.002, nack_max_interval_s=0.016))
+    naks = []
+    for i in range(1, 200):  # PSN 0 lost; 199 packets behind it, one per ms
+        t = i * 0.001
+        out = core.handle(wire.encode_data(1, i, 300 * PAYLOAD, bytes(PAYLOAD), last=False,
+                                           ackreq=False, retx=False), 0x02, SRC, t)
+        naks += [round(t, 3) for r in out if wire.decode_ack(r).nak]
+    # at once, then after 2, 4, 8, 16, 16, ... ms (a fixed 2 ms would give ~100)
+    assert naks[:5] == [0.001, 0.003, 0.007, 0.015, 0.031]
+    assert all(b - a <= 0.0175 for a, b in itertools.pairwise(naks[4:]))
+    assert len(naks) <= 16
+    # a new ePSN is NAKed at once again
+    core.handle(data_pkt(0), 0x02, SRC, 0.3)
+    out = core.handle(data_pkt(5), 0x02, SRC, 0.301)
+    assert out and wire.decode_ack(out[0]).nak and wire.decode_bth(out[0]).psn == 1
+
+
+def data_pkt(psn: int) -> bytes:
+    return wire.encode_data(1, psn, 300 * PAYLOAD, bytes(PAYLOAD), last=False, ackreq=False,
+                            retx=False)
+
+
+def test_repeated_nak_within_an_rtt_does_not_rewind_again() -> None:
+    f = make_flow(40, srtt_s=0.05)
+    for _ in range(30):
+        f.sent(0.0, len(f.next_datagram(0.0)))
+    f.on_datagram(wire.encode_ack(1, 3, nak=True), 0.01, 0)
+    assert f.snd_nxt == 3
+    for _ in range(10):
+        f.sent(0.011, len(f.next_datagram(0.011)))
+    f.on_datagram(wire.encode_ack(1, 3, nak=True), 0.02, 0)  # stale repeat
+    assert f.snd_nxt == 13 and f.stale_nacks == 1
+    f.on_datagram(wire.encode_ack(1, 3, nak=True), 0.07, 0)  # an RTT later: resent lost
+    assert f.snd_nxt == 3 and f.nacks == 3
+
+
+def test_go_back_n_under_random_loss_sends_little_twice() -> None:
+    import random
+
+    rng = random.Random(7)
+    f = make_flow(400, srtt_s=0.02)
+    _end, core = simulate(f, drop_data=lambda i, psn: rng.random() < 0.02, owd_s=0.01,
+                          t_end=30.0)
+    assert f.done and core.records()[0]["rx_pkts"] == 400
+    # each loss costs about one RTT of packets (20 at 1 ms spacing), not several
+    assert f.retx_bytes / (400 * PAYLOAD) < 1.0
+
+
+def test_controller_rtt_is_raw_or_a_running_median() -> None:
+    seen: list[float] = []
+
+    class Rec(Fixed):
+        def on_rtt_sample(self, t: float, rtt_s: float, q: int | None) -> None:
+            seen.append(rtt_s)
+
+    for window, want in ((1, [0.002, 0.03, 0.003]), (3, [0.002, 0.002, 0.003])):
+        seen.clear()
+        f = Flow(1, FlowSpec("10.0.0.2", 5000), Rec(), 1000, 0.04, rtt_window=window)
+        for i, rtt in enumerate((0.002, 0.03, 0.003)):
+            reply = wire.encode_probe(1, i, 0, reply=True, t_recv_ns=0)
+            f.on_datagram(reply, 0.1 * i, int(rtt * 1e9))
+        assert seen == pytest.approx(want)
+        assert f.rtt_s == pytest.approx(0.003)

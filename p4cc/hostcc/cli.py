@@ -85,7 +85,7 @@ def _send(args: argparse.Namespace) -> int:
                        probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
                        rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
                        rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
-                       link_rate_bps=args.nic_rate or None)
+                       link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window)
     make = api.controller_factory(scale, args.line_rate or None)
     for spec in {s.cc: s for s in specs}.values():
         make(spec)  # a bad --cc fails here, before anything is set up
@@ -170,6 +170,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--rto-max", type=float, default=0.0,
                    help=f"RTO cap s (default {RTO_MAX_S:g}); RTO = min(max(2 srtt, floor) "
                         "x 2^timeouts-in-a-row, cap)")
+    p.add_argument("--rtt-window", type=int, default=1,
+                   help="controller RTT = median of the last N probe RTTs (default 1: raw)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
     p.set_defaults(func=_send)
 

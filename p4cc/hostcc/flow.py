@@ -66,7 +66,7 @@ class Flow:
 
     def __init__(self, flow_id: int, spec: FlowSpec, ctl: RateController, pkt_bytes: int,
                  rto_s: float, ack_every: int = 16, rto_max_s: float | None = None,
-                 srtt_s: float | None = None) -> None:
+                 srtt_s: float | None = None, rtt_window: int = 1) -> None:
         self.id = flow_id
         self.spec = spec
         self.ctl = ctl
@@ -100,7 +100,10 @@ class Flow:
         self.cnps = 0
         self.timeouts = 0
         self.probes = 0
-        self.rtt_s: float | None = None
+        self.rtt_s: float | None = None  # latest probe RTT (raw)
+        self.rtt_window = max(1, rtt_window)
+        self._rtts: list[float] = []
+        self.rtt_ctl_s: float | None = None  # what the controller gets (see rtt_window)
         self.max_qdepth: int | None = None
         self.rx_bytes = 0
         self.bad_replies = 0
@@ -145,7 +148,6 @@ class Flow:
 
     def rtt_sample(self, rtt_s: float) -> None:
         """Fold one RTT sample into srtt (RFC 6298 §2: gain 1/8)."""
-        self.rtt_s = rtt_s
         self.srtt_s = rtt_s if self.srtt_s is None else 0.875 * self.srtt_s + 0.125 * rtt_s
 
     def check_timeout(self, t: float) -> bool:
@@ -187,8 +189,11 @@ class Flow:
                 if rtt < 0:
                     raise wire.WireError("probe reply from the future")
                 self.rtt_sample(rtt)
+                self.rtt_s = rtt
+                self._rtts = [*self._rtts, rtt][-self.rtt_window:]
+                self.rtt_ctl_s = sorted(self._rtts)[(len(self._rtts) - 1) // 2]
                 self.max_qdepth = p.max_qdepth
-                self.ctl.on_rtt_sample(t, rtt, p.max_qdepth)
+                self.ctl.on_rtt_sample(t, self.rtt_ctl_s, p.max_qdepth)
             else:
                 self.bad_replies += 1
         except wire.WireError:

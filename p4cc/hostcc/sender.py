@@ -59,6 +59,10 @@ class SenderConfig:
     host_queue_s: float = field(
         default=5e-3, metadata={"help": "...or this much time at the flow's rate, if more"})
     probe_interval_s: float = field(default=8e-3, metadata={"help": "RTT probe period"})
+    rtt_window: int = field(
+        default=1,
+        metadata={"help": "the controller gets the median of the last N probe RTTs "
+                  "(1: each raw sample, the RL-CC definition)"})
     rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout floor"})
     rto_max_s: float = field(
         default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
@@ -71,6 +75,8 @@ class SenderConfig:
     def __post_init__(self) -> None:
         if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
             raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
+        if not 1 <= self.rtt_window <= 64:
+            raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
@@ -200,7 +206,8 @@ class Sender:
                 spec = pending.pop(0)
                 fid = len(self.flows) + 1
                 flow = Flow(fid, spec, self.make_ctl(spec), cfg.pkt_bytes, cfg.rto_s,
-                            cfg.ack_every, rto_max_s=cfg.rto_max_s, srtt_s=srtt.get(spec.dst))
+                            cfg.ack_every, rto_max_s=cfg.rto_max_s, srtt_s=srtt.get(spec.dst),
+                            rtt_window=cfg.rtt_window)
                 sock = self._open(fid, spec)
                 rate = flow.ctl.rate_bps(t)
                 if self._pacer is not None:
@@ -262,6 +269,7 @@ class Sender:
             "t": round(t, 6), "flow_id": flow.id, "rate_bps": rate, "rtt_s": flow.rtt_s,
             "max_qdepth": flow.max_qdepth, "cnps": flow.cnps, "nacks": flow.nacks,
             "bytes_sent": flow.bytes_sent, "snd_una": flow.snd_una, "snd_nxt": flow.snd_nxt,
+            "rtt_ctl_s": flow.rtt_ctl_s, "srtt_s": flow.srtt_s,
         }
         for k, v in flow.ctl.trace(t).items():
             row.setdefault(k, v)

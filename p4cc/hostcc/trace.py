@@ -18,7 +18,7 @@ from p4cc.errors import ConfigError
 
 #: Columns every trace row has first (the controller's own trace() keys follow).
 TRACE_FIELDS = ("t", "flow_id", "rate_bps", "rtt_s", "max_qdepth", "cnps", "nacks",
-                "bytes_sent", "snd_una", "snd_nxt")
+                "bytes_sent", "snd_una", "snd_nxt", "rtt_ctl_s", "srtt_s")
 FCT_FIELDS = ("flow_id", "dst", "sport", "cc", "size", "sched_start_s", "start_s", "end_s",
               "fct_s", "start_epoch", "completed", "bytes_sent", "retx_bytes", "nacks",
               "cnps", "timeouts", "probes", "bad_replies", "unknown_cnps", "srtt_s",
