@@ -85,7 +85,8 @@ def _send(args: argparse.Namespace) -> int:
                        probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
                        rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
                        rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
-                       link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window)
+                       link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
+                       ack_interval_s=args.ack_interval)
     make = api.controller_factory(scale, args.line_rate or None)
     for spec in {s.cc: s for s in specs}.values():
         make(spec)  # a bad --cc fails here, before anything is set up
@@ -172,6 +173,10 @@ def register(subparsers: Any) -> None:
                         "x 2^timeouts-in-a-row, cap)")
     p.add_argument("--rtt-window", type=int, default=1,
                    help="controller RTT = median of the last N probe RTTs (default 1: raw)")
+    p.add_argument("--ack-interval", type=float, default=None,
+                   help="s: also ask for an ACK (an RTT sample) this long after the last "
+                        "AckReq (default: the controller's; RL-CC 2 x its decision "
+                        "interval, DCQCN none; 0: off)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
     p.set_defaults(func=_send)
 

@@ -17,6 +17,20 @@ k the timeouts in a row without progress (bounded exponential backoff, reset by 
 ACK that advances).  A fixed RTO below the RTT of a full queue (40 ms vs ~80 ms for
 100 packets at 1250 pps) fired on every small flow and resent it over and over: on
 BMv2 one-packet flows took ~4 s and fewer than 2/3 of a workload's flows completed.
+
+RTT samples for the controller come from probe replies and from the ACKs of first
+transmissions that asked for one (Karn's rule): every ``ack_every``-th packet asks, and
+with ``ack_interval_s`` also the first new packet sent that long after the previous
+AckReq, so an RTT-driven controller (RL-CC) gets about one sample per interval without
+extra packets (on BMv2 a probe costs a data packet's slot in the packets/s queue, so
+probes alone gave one sample per 64 ms).  With HTB pacing a datagram waits in the
+flow's host queue before it leaves, so the controller's sample starts when the packet
+left the host (:meth:`Flow.departed`, from the kernel's software TX timestamp) and is
+the network RTT, not the host queue delay (which grows as a flow slows down: a slow
+flow would see a larger RTT and slow down further; an estimate of the departure from
+the queued bytes and the rate was off by a frame-time, 80 ms at 100 kb/s, on BMv2).
+A timed packet whose departure is unknown gives srtt a sample but not the controller.
+srtt (for the RTO) keeps the time from the socket to the ACK.
 """
 
 from __future__ import annotations
@@ -66,7 +80,8 @@ class Flow:
 
     def __init__(self, flow_id: int, spec: FlowSpec, ctl: RateController, pkt_bytes: int,
                  rto_s: float, ack_every: int = 16, rto_max_s: float | None = None,
-                 srtt_s: float | None = None, rtt_window: int = 1) -> None:
+                 srtt_s: float | None = None, rtt_window: int = 1,
+                 ack_interval_s: float | None = None) -> None:
         self.id = flow_id
         self.spec = spec
         self.ctl = ctl
@@ -83,7 +98,12 @@ class Flow:
         self.srtt_s = srtt_s  # seeded from earlier flows of the host to the same dst
         self.backoff = 0
         self._ackreq_next = False
-        self._timed: tuple[int, float] | None = None  # (psn, first send time) for an RTT
+        # psn -> (time on the socket, departure from the host or None) of timed packets
+        self._timed: dict[int, tuple[float, float | None]] = {}
+        self.ack_interval_s = ack_interval_s if ack_interval_s and ack_interval_s > 0 else None
+        self._last_ackreq_t = -math.inf
+        self._ackreq_seq = -1  # the PSN next_datagram last built with AckReq set
+        self.ack_rtt_samples = 0
         self._rewind: tuple[int, float] = (-1, -math.inf)  # last NAK rewind (psn, t)
         self.stale_nacks = 0
         self.ack_every = max(1, ack_every)
@@ -100,7 +120,7 @@ class Flow:
         self.cnps = 0
         self.timeouts = 0
         self.probes = 0
-        self.rtt_s: float | None = None  # latest probe RTT (raw)
+        self.rtt_s: float | None = None  # latest RTT sample, probe or ACK (raw)
         self.rtt_window = max(1, rtt_window)
         self._rtts: list[float] = []
         self.rtt_ctl_s: float | None = None  # what the controller gets (see rtt_window)
@@ -119,27 +139,48 @@ class Flow:
         seq = self.snd_nxt
         last = seq == self.npkts - 1
         plen = self.spec.size - seq * self.payload if last else self.payload
-        ackreq = (seq + 1) % self.ack_every == 0 or last or self._ackreq_next
+        ackreq = (seq + 1) % self.ack_every == 0 or last or self._ackreq_next or (
+            self.ack_interval_s is not None and seq >= self.max_sent
+            and t - self._last_ackreq_t >= self.ack_interval_s)
+        self._ackreq_seq = seq if ackreq else -1
         return wire.encode_data(self.id, seq, self.spec.size, self._zeros[:plen], last=last,
                                 ackreq=ackreq, retx=seq < self.max_sent)
 
-    def sent(self, t: float, datagram_len: int) -> None:
+    def times_next(self) -> bool:
+        """Whether the datagram :meth:`next_datagram` just built is timed for an RTT
+        sample (a first transmission asking for an ACK): its departure time is wanted."""
+        seq = self.snd_nxt
+        return seq >= self.max_sent and len(self._timed) < 256 and (
+            self._ackreq_seq == seq or (seq + 1) % self.ack_every == 0
+            or seq == self.npkts - 1)
+
+    def sent(self, t: float, datagram_len: int, departs_now: bool = True) -> None:
+        """``datagram_len`` bytes of ``snd_nxt`` went on the socket at ``t``; with
+        ``departs_now`` False it waits in a host queue (HTB) and :meth:`departed` tells
+        when it left."""
         if self.start_t is None:
             self.start_t = t
             self.last_progress_t = t
         plen = datagram_len - wire.DATA_HDR_LEN - wire.ICRC_LEN
         self._ackreq_next = False
-        if self.snd_nxt < self.max_sent:
+        if self.times_next():
+            self._last_ackreq_t = t
+            self._timed[self.snd_nxt] = (t, t if departs_now else None)
+        elif self.snd_nxt < self.max_sent:
             self.retx_bytes += plen
-        elif self._timed is None and ((self.snd_nxt + 1) % self.ack_every == 0
-                                      or self.snd_nxt == self.npkts - 1):
-            self._timed = (self.snd_nxt, t)  # first transmission asking for an ACK
+        self._ackreq_seq = -1
         self.bytes_sent += plen
         self.snd_nxt += 1
         self.max_sent = max(self.max_sent, self.snd_nxt)
         if self.snd_nxt == self.npkts:
             self.last_progress_t = max(self.last_progress_t, t)
         self.ctl.on_bytes_sent(t, datagram_len + wire.IP_UDP_LEN)
+
+    def departed(self, psn: int, t: float) -> None:
+        """Timed packet ``psn`` (unwrapped) left the host at ``t`` (TX timestamp)."""
+        timed = self._timed.get(psn)
+        if timed is not None:
+            self._timed[psn] = (timed[0], max(t, timed[0]))
 
     def rto(self) -> float:
         """The current timeout: min(max(2·srtt, floor)·2^backoff, cap)."""
@@ -160,7 +201,7 @@ class Flow:
         self.backoff += 1
         self.snd_nxt = self.snd_una
         self._ackreq_next = True  # the receiver answers with its ePSN at once
-        self._timed = None  # Karn: no RTT from retransmitted data
+        self._timed = {}  # Karn: no RTT from retransmitted data
         self.last_progress_t = t
         return True
 
@@ -189,15 +230,19 @@ class Flow:
                 if rtt < 0:
                     raise wire.WireError("probe reply from the future")
                 self.rtt_sample(rtt)
-                self.rtt_s = rtt
-                self._rtts = [*self._rtts, rtt][-self.rtt_window:]
-                self.rtt_ctl_s = sorted(self._rtts)[(len(self._rtts) - 1) // 2]
                 self.max_qdepth = p.max_qdepth
-                self.ctl.on_rtt_sample(t, self.rtt_ctl_s, p.max_qdepth)
+                self._ctl_rtt(t, rtt, p.max_qdepth)
             else:
                 self.bad_replies += 1
         except wire.WireError:
             self.bad_replies += 1
+
+    def _ctl_rtt(self, t: float, rtt: float, qdepth: int | None) -> None:
+        """Hand one RTT sample to the controller (the median of the last rtt_window)."""
+        self.rtt_s = rtt
+        self._rtts = [*self._rtts, rtt][-self.rtt_window:]
+        self.rtt_ctl_s = sorted(self._rtts)[(len(self._rtts) - 1) // 2]
+        self.ctl.on_rtt_sample(t, self.rtt_ctl_s, qdepth)
 
     def _on_ack(self, bth: wire.Bth, ack: wire.Ack, t: float) -> None:
         epsn = self._unwrap(bth.psn)
@@ -211,9 +256,14 @@ class Flow:
             self.snd_una = epsn
             self.last_progress_t = t
             self.backoff = 0
-            if self._timed is not None and epsn > self._timed[0]:
-                self.rtt_sample(t - self._timed[1])
-                self._timed = None
+            timed = self._timed.pop(epsn - 1, None)  # the ACK of that very packet
+            for psn in [p for p in self._timed if p < epsn]:
+                del self._timed[psn]  # acked by a later ACK: no clean sample
+            if timed is not None and not ack.nak:
+                self.rtt_sample(t - timed[0])
+                if timed[1] is not None:
+                    self.ack_rtt_samples += 1
+                    self._ctl_rtt(t, max(t - timed[1], 0.0), ack.max_qdepth)
             if self.snd_nxt < epsn:  # the receiver already has these: skip ahead
                 self.snd_nxt = epsn
         if ack.nak:
@@ -229,7 +279,7 @@ class Flow:
             elif epsn < self.snd_nxt:
                 self.snd_nxt = epsn  # go back N
                 self._rewind = (epsn, t)
-                self._timed = None
+                self._timed = {}
             self.last_progress_t = t
         if ack.complete and self.snd_una >= self.npkts and not self.done:
             self.done = True
@@ -249,5 +299,6 @@ class Flow:
             "retx_bytes": self.retx_bytes, "nacks": self.nacks, "cnps": self.cnps,
             "timeouts": self.timeouts, "probes": self.probes,
             "srtt_s": self.srtt_s, "stale_nacks": self.stale_nacks,
-            "bad_replies": self.bad_replies, "unknown_cnps": self.unknown_cnps,
+            "ack_rtt_samples": self.ack_rtt_samples, "bad_replies": self.bad_replies,
+            "unknown_cnps": self.unknown_cnps,
         }

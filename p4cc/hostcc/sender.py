@@ -8,7 +8,9 @@ holds the socket's packets until it transmits them; the sender keeps at most
 bounded, so sends back-pressure while probes always find room in the socket) or,
 without a device, a userspace send schedule (tests, unprivileged use).  The
 controller's rate is the frame rate on the wire (Ethernet header included, as HTB
-counts it).
+counts it).  With HTB, packets timed for an RTT sample carry a request for the kernel's
+software TX timestamp (read off the socket's error queue in send order), so the RTT
+the controller gets from their ACKs excludes the wait in the flow's HTB class.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +39,11 @@ log = logging.getLogger(__name__)
 ECT0 = 0x02
 SIOCOUTQ = 0x5411  # bytes held by an unsent/untransmitted socket queue (linux/sockios.h)
 ControllerFactory = Callable[[FlowSpec], RateController]
+# Software TX timestamps (linux/net_tstamp.h, Documentation/networking/timestamping.rst):
+# report software stamps without payload on the socket; generate one per timed packet
+SO_TIMESTAMPING = 37
+_TS_REPORT = (1 << 4) | (1 << 11)  # SOF_TIMESTAMPING_SOFTWARE | OPT_TSONLY
+_TX_STAMP = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("i", 1 << 1))]  # TX_SOFTWARE
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,12 @@ class SenderConfig:
     link_rate_bps: float | None = field(
         default=None, metadata={"help": "with dev: cap the flows' sum at the host link rate"})
     ack_every: int = field(default=16, metadata={"help": "AckReq every N data packets"})
+    ack_interval_s: float | None = field(
+        default=None,
+        metadata={"help": "also AckReq on the first new packet this long after the last "
+                  "AckReq: the ACKs are RTT samples for the controller (None: the "
+                  "controller's ack_interval_s attribute if it has one, as RL-CC does; "
+                  "0: off)"})
     trace_interval_s: float = field(default=10e-3, metadata={"help": "trace row period"})
     ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
 
@@ -77,6 +91,8 @@ class SenderConfig:
             raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
         if not 1 <= self.rtt_window <= 64:
             raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
+        if self.ack_interval_s is not None and not self.ack_interval_s >= 0:
+            raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
@@ -107,6 +123,7 @@ class Sender:
         self._pacer: HtbPacer | None = None
         self._records: list[dict[str, Any]] = []
         self._fct_written: set[int] = set()
+        self._txq: dict[int, deque[int]] = {}  # flow id -> PSNs awaiting a TX timestamp
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> Sender:
@@ -190,6 +207,12 @@ class Sender:
             raise ConfigError(f"cannot open the socket of flow {i} to {spec.dst}:{spec.port}"
                               f" ({exc}); check --dst and the route") from exc
         s.setblocking(False)
+        if self.cfg.dev:  # HTB holds the packets: time timed ones when they leave
+            try:
+                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _TS_REPORT)
+                self._txq[i] = deque(maxlen=256)
+            except OSError as exc:
+                log.warning("no TX timestamps (%s): RTT samples from probes only", exc)
         return s
 
     def _loop(self, traces: RecordWriter | None, fcts: RecordWriter | None) -> None:
@@ -205,9 +228,13 @@ class Sender:
             while pending and pending[0].start_s <= t:
                 spec = pending.pop(0)
                 fid = len(self.flows) + 1
-                flow = Flow(fid, spec, self.make_ctl(spec), cfg.pkt_bytes, cfg.rto_s,
+                ctl = self.make_ctl(spec)
+                ack_iv = cfg.ack_interval_s
+                if ack_iv is None:  # what the controller asks for (RL-CC: RTT samples)
+                    ack_iv = getattr(ctl, "ack_interval_s", None)
+                flow = Flow(fid, spec, ctl, cfg.pkt_bytes, cfg.rto_s,
                             cfg.ack_every, rto_max_s=cfg.rto_max_s, srtt_s=srtt.get(spec.dst),
-                            rtt_window=cfg.rtt_window)
+                            rtt_window=cfg.rtt_window, ack_interval_s=ack_iv)
                 sock = self._open(fid, spec)
                 rate = flow.ctl.rate_bps(t)
                 if self._pacer is not None:
@@ -275,7 +302,28 @@ class Sender:
             row.setdefault(k, v)
         return row
 
+    def _drain_tx_times(self, flow: Flow, sock: socket.socket) -> None:
+        """Read the TX timestamps of timed packets (in send order) off the error queue."""
+        q = self._txq.get(flow.id)
+        if q is None:
+            return
+        for _ in range(256):
+            try:
+                _d, anc, _fl, _a = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            offset_ns = time.time_ns() - time.monotonic_ns()
+            for level, kind, data in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
+                    sec, nsec = struct.unpack_from("qq", data, 0)  # ts[0]: software
+                    if q and (sec or nsec):
+                        t_mono = (sec * 10**9 + nsec - offset_ns) / 1e9 - self.t0
+                        flow.departed(q.popleft(), t_mono)
+
     def _drain(self, flow: Flow, sock: socket.socket) -> None:
+        self._drain_tx_times(flow, sock)
         for _ in range(256):
             try:
                 buf = sock.recv(2048)
@@ -286,9 +334,13 @@ class Sender:
                 continue
             flow.on_datagram(buf, time.monotonic() - self.t0, time.time_ns())
 
-    def _send(self, sock: socket.socket, buf: bytes) -> bool:
+    def _send(self, sock: socket.socket, buf: bytes,
+              cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:
         try:
-            sock.send(buf)
+            if cmsg:
+                sock.sendmsg([buf], cmsg)
+            else:
+                sock.send(buf)
             return True
         except BlockingIOError:
             return False
@@ -297,7 +349,10 @@ class Sender:
             return False
 
     def _send_paced(self, flow: Flow, sock: socket.socket, t: float, rate: float) -> bool:
-        """Keep a few ms of packets queued in the flow's HTB class; False when full."""
+        """Keep a few ms of packets queued in the flow's HTB class; False when full.
+
+        A timed packet (an RTT sample) asks the kernel for its software TX timestamp,
+        taken when it leaves the qdisc for the device (:meth:`_drain_tx_times`)."""
         cfg = self.cfg
         # skb truesize is ~2.3x a 1000-B datagram; 2.5x errs on the generous side
         pkts = rate * cfg.host_queue_s / (8.0 * cfg.pkt_bytes)
@@ -309,9 +364,12 @@ class Sender:
             if outq >= limit:
                 return False
             buf = flow.next_datagram(t)
-            if not self._send(sock, buf):
+            stamp = flow.times_next() and flow.id in self._txq
+            if not self._send(sock, buf, _TX_STAMP if stamp else None):
                 return False
-            flow.sent(t, len(buf))
+            if stamp:
+                self._txq[flow.id].append(flow.snd_nxt)
+            flow.sent(t, len(buf), departs_now=False)
         return True
 
     def _send_user(self, flow: Flow, sock: socket.socket, st: dict[str, float], rate: float,
