@@ -19,7 +19,7 @@ from typing import Any
 from p4cc.errors import ConfigError
 from p4cc.hostcc import api
 from p4cc.hostcc.flow import FlowSpec
-from p4cc.hostcc.receiver import PAPER_CNP_INTERVAL_S, ReceiverConfig
+from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S, ReceiverConfig
 from p4cc.hostcc.sender import SenderConfig
 from p4cc.scale import get_scale
 
@@ -115,7 +115,7 @@ def _send(args: argparse.Namespace) -> int:
 def _recv(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
     cnp = args.cnp_interval_us * 1e-6 if args.cnp_interval_us is not None else scale.time(
-        PAPER_CNP_INTERVAL_S)
+        DEFAULT_CNP_INTERVAL_S)
     cfg = ReceiverConfig(port=args.port, bind=args.bind, cnp_interval_s=cnp,
                          nack_interval_s=scale.base_rtt_s,
                          nack_max_interval_s=64 * scale.base_rtt_s, drop_prob=args.loss,

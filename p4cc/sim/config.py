@@ -8,11 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from p4cc.errors import ConfigError
-from p4cc.scale import Scale
 
-#: Paper CNP interval (NP side): 50 µs in the DCQCN paper's code (REFERENCE §2),
-#: scaled by the scale's time factor.
-PAPER_CNP_INTERVAL_S = 50e-6
+# the hosts' CNP interval (NVIDIA's 4 µs, REFERENCE §2), scaled by the scale's time factor
+from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
+from p4cc.scale import Scale
 
 #: Options of an experiment spec that need the real data plane.  Keys are the option
 #: names the runner passes; values say what the option does, for the refusal message.
@@ -83,7 +82,7 @@ class SimConfig:
         return float(self.telemetry_interval_s or 10 * scale.base_rtt_s)
 
     def cnp_interval(self, scale: Scale) -> float:
-        return float(self.cnp_interval_s or scale.time(PAPER_CNP_INTERVAL_S))
+        return float(self.cnp_interval_s or scale.time(DEFAULT_CNP_INTERVAL_S))
 
     def probe_interval(self, scale: Scale) -> float:
         return float(self.rtt_probe_interval_s or scale.base_rtt_s)

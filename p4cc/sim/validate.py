@@ -20,16 +20,12 @@ import pandas as pd
 
 from p4cc.controlplane.ecn import static_setting
 from p4cc.hostcc import rlcc, rlcc_policies
+from p4cc.hostcc.receiver import NVIDIA_CNP_INTERVAL_S
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.topo.spec import parse_topo
-
-#: NVIDIA firmware MIN_TIME_BETWEEN_CNPS (REFERENCE §2): the CNP interval that goes
-#: with the hpcc-ns3 timers (α 1 µs, decrease check 4 µs); the 50 µs of the DCQCN
-#: paper's code leaves α to decay between CNPs and the queue above Kmax.
-NVIDIA_CNP_INTERVAL_S = 4e-6
 
 
 def jain(x: np.ndarray) -> float:
