@@ -52,8 +52,6 @@ H1_MAC, H2_MAC = "00:00:0a:00:01:01", "00:00:0a:00:01:02"
 H1_IP, H2_IP = "10.0.1.1", "10.0.1.2"
 FRAME_BYTES = 1000
 LOSS_OK = 0.01
-NOTES = Path("/opt/p4cc-deps/NOTES.md")
-BM_CONFIG = Path("/usr/local/include/bm/config.h")
 
 
 @dataclass(frozen=True)
@@ -86,25 +84,22 @@ def skip_reason() -> str | None:
 
 
 def bmv2_build_flags() -> str:
-    """BMv2 version, configure line and the logging macros compiled in (best effort)."""
-    parts: list[str] = []
+    """The simple_switch_grpc on PATH: its path, version and the build options BMv2's
+    own ``bm/config.h`` (installed beside it, ``<prefix>/include``) records."""
     exe = shutil.which("simple_switch_grpc")
-    if exe:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
-            parts.append(f"simple_switch_grpc {out.stdout.strip()}")
+    if not exe:
+        return "unknown"
+    parts = [exe]
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+        parts.append(f"version {out.stdout.strip()}")
+    config = Path(exe).resolve().parents[1] / "include" / "bm" / "config.h"
     with contextlib.suppress(OSError):
-        text = NOTES.read_text()
-        m = re.search(r"`(configure [^`]*--with-thrift[^`]*)`", text)
-        if m:
-            conf = re.sub(r" ?(am_cv_\S+|PYTHON=\S+)", "", m.group(1))
-            parts.append(conf)
-    with contextlib.suppress(OSError):
-        defs = set(re.findall(r"#define (BM_\w+_ON)\b", BM_CONFIG.read_text()))
+        defs = set(re.findall(r"#define (BM_\w+_ON)\b", config.read_text()))
         parts.append("logging macros " + ("compiled in" if "BM_LOG_TRACE_ON" in defs
-                                          else "compiled out"))
+                                          else "compiled out (--disable-logging-macros)"))
         parts.append("elogger " + ("on" if "BM_ELOG_ON" in defs else "off"))
-    return "; ".join(parts) or "unknown"
+    return "; ".join(parts)
 
 
 def build_frame() -> bytes:
