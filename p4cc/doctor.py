@@ -149,6 +149,30 @@ def format_report(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
+def resolve_backend(requested: str, what: str = "the experiment") -> str:
+    """``bmv2``/``sim`` for ``auto`` (saying why when it falls back to the simulator),
+    else as asked; ToolMissingError for ``bmv2`` on a machine without a usable BMv2."""
+    from p4cc.errors import ConfigError, ToolMissingError
+
+    if requested not in ("auto", "bmv2", "sim"):
+        raise ConfigError(f"backend {requested!r}: choose auto, bmv2 or sim")
+    if requested == "sim":
+        return "sim"
+    checks = run_checks()
+    missing = bmv2_missing(checks)
+    if not missing:
+        return "bmv2"
+    names = ", ".join(f"{c.name} ({c.detail})" if c.detail else c.name for c in missing)
+    if requested == "auto":
+        print(f"p4cc: the BMv2 backend is not available here (missing: {names}); running "
+              f"{what} on the SIMULATOR instead. `p4cc doctor` says how to get BMv2.",
+              flush=True)
+        return "sim"
+    raise ToolMissingError(
+        f"the BMv2 backend is not available on this machine (missing: {names}); use "
+        "--backend sim, or install what `p4cc doctor` lists:\n" + format_report(checks))
+
+
 def main() -> int:
     print(format_report(run_checks()))
     return 0

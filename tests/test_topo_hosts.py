@@ -105,7 +105,7 @@ def test_testbed_falls_back_to_the_simulator(monkeypatch: pytest.MonkeyPatch,
     out = tmp_path / "run"
     assert main(["incast", "--duration", "1", "--interval", "0.1", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "running the simulator instead" in text
+    assert "running the incast on the SIMULATOR instead" in text
     assert "SECN1" in text and "SECN2" in text and "s1:5" in text
     for name in ("config.json", "summary.json", "summary.txt", "telemetry.jsonl"):
         assert (out / name).is_file()

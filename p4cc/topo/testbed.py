@@ -24,6 +24,7 @@ from typing import Any
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.records import PortTelemetry
+from p4cc.doctor import resolve_backend as doctor_resolve_backend
 from p4cc.errors import ConfigError, SwitchError, ToolMissingError
 from p4cc.scale import Scale, get_scale
 from p4cc.topo.build import Fabric, FabricOptions
@@ -71,25 +72,8 @@ class TestbedConfig:
 
 
 def resolve_backend(requested: str) -> str:
-    """``bmv2`` if requested/auto and the machine has it; ``sim`` if requested, or auto
-    without BMv2 (saying so); ToolMissingError for ``bmv2`` without BMv2."""
-    from p4cc.doctor import bmv2_missing, format_report, run_checks
-
-    if requested == "sim":
-        return "sim"
-    checks = run_checks()
-    missing = bmv2_missing(checks)
-    if not missing:
-        return "bmv2"
-    names = ", ".join(c.name for c in missing)
-    if requested == "auto":
-        print(f"p4cc: the BMv2 backend is not available here (missing: {names}); running "
-              "the simulator instead. `p4cc doctor` says how to get BMv2.", flush=True)
-        return "sim"
-    raise ToolMissingError(
-        f"the BMv2 backend is not available on this machine (missing: {names}); use "
-        "--backend sim, or install what `p4cc doctor` lists:\n" + format_report(checks)
-    )
+    """p4cc.doctor.resolve_backend for this experiment."""
+    return doctor_resolve_backend(requested, "the incast")
 
 
 # -- traffic ---------------------------------------------------------------------------

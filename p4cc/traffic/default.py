@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from p4cc.errors import ConfigError, ToolMissingError
+from p4cc.doctor import resolve_backend as doctor_resolve_backend
 from p4cc.traffic.report import report
 from p4cc.traffic.runner import run_spec
 from p4cc.traffic.spec import load_spec
@@ -20,27 +20,8 @@ DEFAULT_SPEC = REPO / "examples" / "testbed.yaml"
 
 
 def resolve_backend(requested: str = "auto") -> str:
-    """``bmv2``/``sim`` for ``auto`` (printing why when it falls back), else as asked;
-    ToolMissingError for ``bmv2`` on a machine without it."""
-    if requested not in ("auto", "bmv2", "sim"):
-        raise ConfigError(f"backend {requested!r}: choose auto, bmv2 or sim")
-    if requested == "sim":
-        return "sim"
-    from p4cc.doctor import bmv2_missing, format_report, run_checks
-
-    checks = run_checks()
-    missing = bmv2_missing(checks)
-    if not missing:
-        return "bmv2"
-    names = ", ".join(f"{c.name} ({c.detail})" for c in missing)
-    if requested == "auto":
-        print(f"p4cc: BMv2 is not usable here (missing: {names}); running the default "
-              f"experiment on the SIMULATOR instead. `p4cc doctor` says how to get BMv2.",
-              flush=True)
-        return "sim"
-    raise ToolMissingError(f"the BMv2 backend is not available (missing: {names}); use "
-                           f"--backend sim, or install what `p4cc doctor` lists:\n"
-                           + format_report(checks))
+    """p4cc.doctor.resolve_backend for the default experiment."""
+    return doctor_resolve_backend(requested, "the default experiment")
 
 
 def run_default_experiment(backend: str = "auto", out: Path | None = None,
