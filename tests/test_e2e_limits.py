@@ -116,3 +116,20 @@ def test_wrapper_waits_for_go_and_runs_p4cc(tmp_path: Path) -> None:
                              "--cc", "nosuch", "--dst", "10.0.0.1", "--size", "1"])
     assert ready.is_file()
     assert code == 2  # p4cc's error exit for a bad --cc, as `p4cc host send` gives
+
+
+def test_run_dir_handed_to_hosts_is_absolute(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Host processes run in other working directories: a relative run dir (the default
+    `runs/<name>`) must reach them as an absolute path (a `make testbed` regression)."""
+    from types import SimpleNamespace
+
+    from p4cc.traffic.bmv2_backend import _Run
+    from p4cc.traffic.phases import build_schedule
+
+    monkeypatch.chdir(tmp_path)
+    spec = load_spec(DEFAULT_SPEC)
+    schedule, events = build_schedule(spec, spec.seeds[0])
+    sink = SimpleNamespace(path=Path("runs") / "testbed" / "secn1", seed=spec.seeds[0])
+    run = _Run(spec, schedule, events, "secn1", sink, None)
+    assert run.root.is_absolute() and run.hosts_dir == tmp_path / "runs/testbed/secn1/hosts"

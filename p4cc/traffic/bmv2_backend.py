@@ -70,7 +70,8 @@ class _Run:
         self.schedule = schedule.sort_values(["start_s", "flow_id"], kind="stable")
         self.events = link_events.sort_values("t_s", kind="stable") if len(link_events) else \
             link_events
-        self.root = Path(sink.path)
+        # absolute: the host processes run in other working directories
+        self.root = Path(sink.path).resolve()
         self.hosts_dir = self.root / "hosts"
         self.q: queue.Queue[tuple[str, Any]] = queue.Queue()
         self.procs: list[hp.HostProc] = []
