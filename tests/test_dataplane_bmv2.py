@@ -32,6 +32,7 @@ from p4cc.packets.int import (
     decode_report,
     parse_int,
 )
+from p4cc.topo.veth import veth_pairs
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -59,25 +60,6 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
-@contextlib.contextmanager
-def _veths() -> Iterator[None]:
-    made: list[str] = []
-    try:
-        for port in (1, 2):
-            a, b = f"p4dp{port}a", f"p4dp{port}b"
-            subprocess.run(["ip", "link", "del", a], capture_output=True)  # stale, ours
-            _ip("link", "add", a, "type", "veth", "peer", "name", b)
-            made.append(a)
-            for dev in (a, b):
-                subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"],
-                               capture_output=True)
-                _ip("link", "set", dev, "up")
-        yield
-    finally:
-        for a in made:
-            subprocess.run(["ip", "link", "del", a], capture_output=True)
-
-
 @dataclass
 class Rig:
     p4rt: Any
@@ -103,7 +85,7 @@ def rig() -> Iterator[Rig]:
     from p4cc.errors import P4ccError
     from p4cc.topo.bmv2 import Bmv2Process
 
-    with _veths():
+    with veth_pairs("p4dp"):
         proc = Bmv2Process("p4dp", 1, {1: "p4dp1a", 2: "p4dp2a"})
         try:
             proc.start()

@@ -31,6 +31,7 @@ from p4cc.packets.int import (
     decode_report,
     parse_int,
 )
+from p4cc.topo.veth import veth_pairs
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -101,25 +102,6 @@ def _frame(dport: int = 6000, tos: int = 2, seq: int = 0, sport: int = 4000,
             / UDP(sport=sport, dport=dport) / Raw(seq.to_bytes(4, "big") + b"p" * 60))
 
 
-@contextlib.contextmanager
-def _veths() -> Iterator[None]:
-    made: list[str] = []
-    try:
-        for name in PORTS.values():
-            subprocess.run(["ip", "link", "del", name + "a"], capture_output=True)
-            subprocess.run(["ip", "link", "add", name + "a", "type", "veth", "peer", "name",
-                            name + "b"], check=True, capture_output=True)
-            made.append(name + "a")
-            for dev in (name + "a", name + "b"):
-                subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"],
-                               capture_output=True)
-                subprocess.run(["ip", "link", "set", dev, "up"], check=True)
-        yield
-    finally:
-        for dev in made:
-            subprocess.run(["ip", "link", "del", dev], capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def sw() -> Iterator[Switch]:
     for tool in ("simple_switch", "simple_switch_CLI"):
@@ -130,7 +112,7 @@ def sw() -> Iterator[Switch]:
     if not JSON.is_file():
         pytest.skip("p4src/build/p4cc.json missing; run make p4")
     thrift_port = _free_port()
-    with _veths():
+    with veth_pairs(PORTS):
         cmd = ["simple_switch", "--device-id", "1", "--thrift-port", str(thrift_port)]
         for port, name in PORTS.items():
             cmd += ["-i", f"{port}@{name}a"]

@@ -44,6 +44,7 @@ from typing import Any
 
 from p4cc.controlplane import loopbench
 from p4cc.controlplane.p4build import BUILD_DIR
+from p4cc.topo.veth import veth_pairs
 
 PROGRAMS = ("l3min", "p4cc")
 CASES = ("forward_l3min", "forward_p4cc", "forward_ratio")
@@ -112,30 +113,6 @@ def build_frame() -> bytes:
     frame = bytes(pkt / Raw(b"\x00" * (FRAME_BYTES - len(pkt))))
     assert len(frame) == FRAME_BYTES
     return frame
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-@contextlib.contextmanager
-def veth_pairs(prefix: str) -> Iterator[dict[int, tuple[str, str]]]:
-    """Ports 1 and 2: (switch side, host side) veth names; deleted on exit."""
-    made: list[str] = []
-    pairs = {p: (f"{prefix}{p}a", f"{prefix}{p}b") for p in (1, 2)}
-    try:
-        for a, b in pairs.values():
-            subprocess.run(["ip", "link", "del", a], capture_output=True)  # stale, ours
-            _ip("link", "add", a, "type", "veth", "peer", "name", b)
-            made.append(a)
-            for dev in (a, b):
-                subprocess.run(["sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1"],
-                               capture_output=True)
-                _ip("link", "set", dev, "up")
-        yield pairs
-    finally:
-        for a in made:
-            subprocess.run(["ip", "link", "del", a], capture_output=True)
 
 
 def rx_packets(ifname: str) -> int:
