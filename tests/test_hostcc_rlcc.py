@@ -52,13 +52,32 @@ def test_params_validation(kw: dict[str, object]) -> None:
 
 
 def test_reference_policy_direction() -> None:
-    pol = ReferencePolicy(target=0.064, action_max=1.2)
+    pol = ReferencePolicy()
     deltas = np.array([-2.0, -0.05, -0.001, 0.0, 0.001, 0.03, 0.064])
-    a, _ = pol.act(np.stack([deltas, np.ones_like(deltas)], axis=1), ())
+    a, st = pol.act(np.stack([deltas, np.ones_like(deltas)], axis=1),
+                    pol.initial_state(len(deltas)))
     assert np.all(a[deltas < 0] < 1) and np.all(a[deltas > 0] > 1)
     assert a[deltas == 0][0] == pytest.approx(1.0)
-    assert a[-1] == pytest.approx(1.2)  # idle path (δ = target): largest increase
     assert np.all(np.diff(a) > 0)
+    np.testing.assert_allclose(np.log(a), pol.ki * deltas)  # first decision: k_i term only
+    # a steady δ keeps the direction; the k_p term only acts on a change of δ
+    a2, _ = pol.act(np.stack([deltas, a], axis=1), st)
+    np.testing.assert_allclose(a2, a)
+
+
+def test_reference_policy_damps_a_change() -> None:
+    """log a = k_i·δ_t + k_p·(δ_t − δ_{t−1}): δ falling fast (the queue building up)
+    lowers the rate even while δ is still positive."""
+    pol = ReferencePolicy(ki=0.125, kp=1.0)
+    st = pol.initial_state(1)
+    _, st = pol.act(np.array([[0.064, 1.0]]), st)
+    a, st = pol.act(np.array([[0.02, 1.0]]), st)
+    assert math.log(a[0]) == pytest.approx(0.125 * 0.02 + 1.0 * (0.02 - 0.064))
+    assert a[0] < 1
+    with pytest.raises(ConfigError):
+        ReferencePolicy(ki=0.0)
+    with pytest.raises(ConfigError):
+        ReferencePolicy(kp=float("nan"))
 
 
 def test_step_below_and_above_target() -> None:
@@ -67,11 +86,31 @@ def test_step_below_and_above_target() -> None:
     s = s.__class__(**{**s.__dict__, "rate": np.array([2e6, 2e6, 2e6])})
     # flow 0 idle (inflation 1), flow 1 congested, flow 2 untouched (mask)
     s2 = rlcc.step(s, P, pol, np.array([1.0, 6.0, 6.0]), mask=np.array([True, True, False]))
-    assert s2.rate[0] == pytest.approx(2.4e6)  # × 1.2
+    a_idle = math.exp(pol.ki * 0.064)
+    assert s2.rate[0] == pytest.approx(2e6 * a_idle)  # δ = target: k_i·target
     assert s2.rate[1] == pytest.approx(2e6 / 1.2)  # clipped to 1/1.2
     assert s2.rate[2] == 2e6 and s2.decisions.tolist() == [1, 1, 0]
-    assert s2.prev_action[0] == pytest.approx(1.2)
+    assert s2.prev_action[0] == pytest.approx(a_idle)
     assert s2.delta[1] == pytest.approx(0.064 - 4.5 * math.sqrt(0.2))
+
+
+def test_step_cuts_at_most_once_per_round_trip() -> None:
+    """A signal sent before the flow's last cut cannot lower the rate again; increases
+    are not held back; without t/sent_t every decision applies."""
+    pol = ReferencePolicy()
+    s = rlcc.init_state(2, P, pol)
+    s = rlcc.step(s, P, pol, 60.0, t=1.0, sent_t=0.99)  # both cut at t = 1
+    np.testing.assert_allclose(s.rate, P.line_rate_bps / 1.2)
+    np.testing.assert_allclose(s.last_cut, [1.0, 1.0])
+    # flow 0's signal left before the cut (stale), flow 1's after it (fresh)
+    s2 = rlcc.step(s, P, pol, 60.0, t=1.01, sent_t=np.array([0.995, 1.005]))
+    assert s2.rate[0] == s.rate[0] and s2.decisions[0] == 1 and s2.last_cut[0] == 1.0
+    assert s2.rate[1] == pytest.approx(s.rate[1] / 1.2) and s2.last_cut[1] == 1.01
+    # a stale signal that raises the rate is applied
+    s3 = rlcc.step(s2, P, pol, 1.0, t=1.02, sent_t=0.5)
+    assert np.all(s3.rate > s2.rate) and s3.decisions.tolist() == [2, 3]
+    s4 = rlcc.step(s, P, pol, 60.0)  # no times: plain decision (clipped cut)
+    np.testing.assert_allclose(s4.rate, P.line_rate_bps / 1.44)
 
 
 def test_step_clamps_to_line_and_floor() -> None:
@@ -96,11 +135,11 @@ def test_policies_reach_the_fixed_point(kind: str) -> None:
     s = rlcc.init_state(4, P, pol)
     s = s.__class__(**{**s.__dict__, "rate": np.array([1e6, 2e6, 4e6, 8e6])})
     q, deltas, loads, rates = 0.0, [], [], []
-    for k in range(600):
+    for k in range(1500):
         load = s.rate.sum() / P.line_rate_bps
         q = max(0.0, q + load - 1.0)
         s = rlcc.step(s, P, pol, 1.0 + q)
-        if k >= 400:
+        if k >= 1200:
             deltas.append(s.delta.mean())
             loads.append(load)
             rates.append(s.rate.copy())

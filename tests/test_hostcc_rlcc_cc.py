@@ -18,10 +18,11 @@ def test_rlcc_controller_raises_when_idle_and_cuts_when_congested() -> None:
     ctl = cc.make_controller("rlcc", SC, initial_rate_frac=0.5)
     assert isinstance(ctl, cc.RlccController)
     r0 = ctl.rate_bps(0.0)
-    ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = target -> × 1.2
-    assert ctl.rate_bps(0.01) == pytest.approx(r0 * 1.2)
-    ctl.on_rtt_sample(0.02, 10 * SC.base_rtt_s, None)  # inflation 10: cut
-    assert ctl.rate_bps(0.02) == pytest.approx(r0 * 1.2 / 1.2)
+    ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = target -> raise
+    r1 = ctl.rate_bps(0.01)
+    assert r1 == pytest.approx(r0 * math.exp(0.125 * 0.064))
+    ctl.on_rtt_sample(0.02, 10 * SC.base_rtt_s, None)  # inflation 10: cut by the bound
+    assert ctl.rate_bps(0.02) == pytest.approx(r1 / 1.2)
     row = ctl.trace(0.02)
     assert row["inflation"] == pytest.approx(10.0) and row["decisions"] == 2
     assert row["reward"] == pytest.approx(-row["delta"] ** 2)
@@ -50,6 +51,11 @@ def test_direct_construction_and_errors() -> None:
 
 
 def test_reference_policy_follows_target_option() -> None:
+    """The target and bounds enter through δ and the clip, not the policy's gains."""
     ctl = cc.make_controller("rlcc", SC, target=0.5, action_max=1.5)
     assert isinstance(ctl, cc.RlccController) and isinstance(ctl.policy, ReferencePolicy)
-    assert ctl.policy.gain == pytest.approx(math.log(1.5) / 0.5)
+    assert ctl.params.target == 0.5 and ctl.params.action_max == 1.5
+    r0 = ctl.rate_bps(0.0)
+    ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = 0.5
+    assert ctl.rate_bps(0.01) == pytest.approx(min(r0 * math.exp(0.125 * 0.5),
+                                                   SC.link_rate_bps))

@@ -140,8 +140,9 @@ class RlccController:
         k = 1
         if self.interval > 0 and math.isfinite(self.last_decision):
             k = int((t - self.last_decision) / self.interval)
-        for _ in range(min(k, MAX_CATCHUP)):
-            self.state = rlcc.step(self.state, self.params, self.policy, infl)
+        for _ in range(min(k, MAX_CATCHUP)):  # (at most one of them a cut: rlcc.step)
+            self.state = rlcc.step(self.state, self.params, self.policy, infl, t=t,
+                                   sent_t=t - rtt_s)
         # keep the interval grid (a sample 2.5 intervals late leaves 0.5 for the next)
         grid = self.interval > 0 and math.isfinite(self.last_decision) and k <= MAX_CATCHUP
         self.last_decision = self.last_decision + k * self.interval if grid else t
@@ -213,7 +214,7 @@ def parse_rate(text: str) -> float:
 def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
     """The policy of ``rlcc:<arg>``: ``reference`` (or empty), a shipped name, or a file."""
     if arg in ("", "reference"):
-        return ReferencePolicy(target=params.target, action_max=params.action_max)
+        return ReferencePolicy()
     if arg in SHIPPED:
         return load_policy(data_dir() / SHIPPED[arg])
     return load_policy(Path(arg))

@@ -133,6 +133,7 @@ class RlccState:
     inflation: FloatArray  # last inflation
     policy_state: PolicyState
     decisions: npt.NDArray[np.int64]
+    last_cut: FloatArray  # time of the last decision that lowered the rate (-inf: none)
 
     @property
     def n(self) -> int:
@@ -143,15 +144,25 @@ def init_state(n: int, params: RlccParams, policy: Policy) -> RlccState:
     rate = np.full(n, params.line_rate_bps * params.initial_rate_frac)
     return RlccState(rate=rate, prev_action=np.ones(n), delta=np.full(n, params.target),
                      inflation=np.ones(n), policy_state=policy.initial_state(n),
-                     decisions=np.zeros(n, dtype=np.int64))
+                     decisions=np.zeros(n, dtype=np.int64), last_cut=np.full(n, -np.inf))
 
 
 def step(state: RlccState, params: RlccParams, policy: Policy, inflation: npt.ArrayLike,
-         mask: npt.ArrayLike | None = None) -> RlccState:
+         mask: npt.ArrayLike | None = None, t: float | None = None,
+         sent_t: npt.ArrayLike | None = None) -> RlccState:
     """One decision for the flows in ``mask`` given their current inflation.
 
     δ uses the rate the flow was sending at (normalised); the policy sees (δ, a_{t−1});
     the new rate is clip(a, bounds)·rate, kept in [floor, line rate].
+
+    With ``t`` (now) and ``sent_t`` (when the packet behind each flow's signal left the
+    host): a flow lowers its rate at most once per round trip, as DCTCP and Swift do --
+    a decision whose action is below 1 is dropped (the flow's state stays as it was)
+    when the signal left before the flow's last cut, so that signal cannot show the
+    cut's effect yet.  Increases are never held back.  Without this, a queue of 40 base
+    RTTs (all flows starting at line rate into one port) drew a cut of 1/1.2 at every
+    decision for a whole queueing delay: the flows fell 1000-fold for a 4-fold overload
+    (docs/hostcc-cc.md "Decision clock").
     """
     n = state.n
     m = np.ones(n, dtype=np.bool_) if mask is None else np.asarray(mask, dtype=np.bool_)
@@ -167,6 +178,17 @@ def step(state: RlccState, params: RlccParams, policy: Policy, inflation: npt.Ar
     obs = np.stack([delta, state.prev_action[idx]], axis=1)
     raw, sub_state = policy.act(obs, take_state(state.policy_state, idx))
     action = np.clip(np.nan_to_num(raw, nan=1.0), params.action_min, params.action_max)
+    last_cut = state.last_cut
+    if t is not None and sent_t is not None:
+        sent = np.broadcast_to(np.asarray(sent_t, dtype=np.float64), (n,))[idx]
+        cut = action < 1.0
+        keep = ~cut | (sent >= last_cut[idx])
+        if not keep.all():
+            idx, infl, delta, action = idx[keep], infl[keep], delta[keep], action[keep]
+            sub_state = tuple(a[keep] for a in sub_state)
+            cut = cut[keep]
+        last_cut = last_cut.copy()
+        last_cut[idx[cut]] = t
     rate = state.rate.copy()
     rate[idx] = np.clip(rate[idx] * action, params.floor_bps, params.line_rate_bps)
     prev = state.prev_action.copy()
@@ -179,4 +201,4 @@ def step(state: RlccState, params: RlccParams, policy: Policy, inflation: npt.Ar
     dec[idx] += 1
     return replace(state, rate=rate, prev_action=prev, delta=d_all, inflation=i_all,
                    policy_state=scatter_state(state.policy_state, idx, sub_state),
-                   decisions=dec)
+                   decisions=dec, last_cut=last_cut)

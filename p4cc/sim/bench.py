@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from p4cc.controlplane.ecn import static_setting
+from p4cc.hostcc.rlcc_policies import ReferencePolicy
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.envs import RlccEnv
@@ -85,12 +86,14 @@ def leafspine(case: str, topo_text: str, sim_s: float, dt_s: float | None) -> di
 def rlcc_many(n_flows: int, decisions: int) -> dict[str, Any]:
     env = RlccEnv(n_flows=n_flows, senders=63, episode_steps=decisions)
     obs, _ = env.reset(seed=0)
-    gain = np.log(env.params.action_max) / env.params.target  # the reference policy
+    pol = ReferencePolicy()
+    pst = pol.initial_state(n_flows)
     _quiet_gc()
     wall = time.perf_counter()
     t0 = env.engine.t if env.engine else 0.0
     for _ in range(decisions):
-        obs, *_ = env.step(np.exp(np.clip(gain * obs[:, 0], -50, 50)))
+        act, pst = pol.act(obs, pst)
+        obs, *_ = env.step(act)
     wall = time.perf_counter() - wall
     gc.unfreeze()
     sim_s = (env.engine.t if env.engine else 0.0) - t0

@@ -224,12 +224,13 @@ class RlccHook:
             inflation=np.concatenate([st.inflation, extra.inflation]),
             policy_state=tuple(np.concatenate([a, b]) for a, b in
                                zip(st.policy_state, extra.policy_state, strict=True)),
-            decisions=np.concatenate([st.decisions, extra.decisions]))
+            decisions=np.concatenate([st.decisions, extra.decisions]),
+            last_cut=np.concatenate([st.last_cut, extra.last_cut]))
 
     def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
         fresh = rlcc.init_state(len(slots), self.params, self.policy)
         st = self.state
-        for nm in ("rate", "prev_action", "delta", "inflation", "decisions"):
+        for nm in ("rate", "prev_action", "delta", "inflation", "decisions", "last_cut"):
             getattr(st, nm)[slots] = getattr(fresh, nm)
         for a, b in zip(st.policy_state, fresh.policy_state, strict=True):
             a[slots] = b
@@ -243,9 +244,10 @@ class RlccHook:
     def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
         if self.external or not mask.any():
             return
-        infl = rlcc.rtt_inflation(np.nan_to_num(rtt_s, nan=self.params.base_rtt_s),
-                                  self.params.base_rtt_s)
-        self.state = rlcc.step(self.state, self.params, self.policy, infl, mask)
+        rtt = np.nan_to_num(rtt_s, nan=self.params.base_rtt_s)
+        infl = rlcc.rtt_inflation(rtt, self.params.base_rtt_s)
+        self.state = rlcc.step(self.state, self.params, self.policy, infl, mask, t=t,
+                               sent_t=t - rtt)
 
     def decide(self, mask: BoolArray, rtt_s: FloatArray, actions: FloatArray) -> None:
         """Apply ``actions`` (one per flow in ``mask``, in slot order) through rlcc.step."""

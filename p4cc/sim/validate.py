@@ -75,8 +75,7 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int = 2000,
     topo = parse_topo(f"star,hosts={senders + 1}", scale)
     sc = topo.scale
     params = rlcc.RlccParams(sc.link_rate_bps, sc.base_rtt_s, pkt_bytes=sc.pkt_bytes)
-    hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy(params.target,
-                                                                    params.action_max))
+    hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy())
     eng = Engine(topo, _incast(n, senders), SimConfig(cc="rlcc", host_traces=False, seed=seed),
                  cc=hook)
     t_end = rtts * sc.base_rtt_s
