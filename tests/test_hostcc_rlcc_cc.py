@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from p4cc.errors import ConfigError
@@ -20,9 +21,12 @@ def test_rlcc_controller_raises_when_idle_and_cuts_when_congested() -> None:
     r0 = ctl.rate_bps(0.0)
     ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = target -> raise
     r1 = ctl.rate_bps(0.01)
-    assert r1 == pytest.approx(r0 * math.exp(0.125 * 0.064))
-    ctl.on_rtt_sample(0.02, 10 * SC.base_rtt_s, None)  # inflation 10: cut by the bound
-    assert ctl.rate_bps(0.02) == pytest.approx(r1 / 1.2)
+    ref = ReferencePolicy()
+    assert r1 == pytest.approx(r0 * math.exp(ref.ki * float(ref.squash(np.array(0.064)))))
+    base = ctl.params.base_rtt_s
+    assert base == pytest.approx(rlcc.norm_rtt_s(SC)) == pytest.approx(8e-3)  # 10 packets
+    ctl.on_rtt_sample(0.02, 10 * base, None)  # inflation 10: cut
+    assert ctl.rate_bps(0.02) < r1
     row = ctl.trace(0.02)
     assert row["inflation"] == pytest.approx(10.0) and row["decisions"] == 2
     assert row["reward"] == pytest.approx(-row["delta"] ** 2)
@@ -32,10 +36,15 @@ def test_decision_interval_and_qdepth_signal() -> None:
     ctl = cc.make_controller("rlcc", SC, signal="qdepth", decision_interval_s=0.01,
                              initial_rate_frac=0.5)
     ctl.on_rtt_sample(0.0, SC.base_rtt_s, 0)
-    ctl.on_rtt_sample(0.005, SC.base_rtt_s, 0)  # within the interval: ignored
+    ctl.on_rtt_sample(0.005, SC.base_rtt_s, 0)  # within the interval: no decision
     assert ctl.trace(0.005)["decisions"] == 1
     ctl.on_rtt_sample(0.011, SC.base_rtt_s, 50)  # 50 packets queued: inflation from INT
-    want = rlcc.qdepth_inflation(50, SC.pkt_bytes, SC.link_rate_bps, SC.base_rtt_s)
+    # the decision takes the samples since the last one (0 and 50 packets) as their mean
+    # δ: inflation β + mean((inflation − β)⁺)
+    w = float(rlcc.qdepth_inflation(50, SC.pkt_bytes, SC.link_rate_bps,
+                                    ctl.params.base_rtt_s))
+    beta = ctl.params.beta
+    want = beta + (max(1.0 - beta, 0.0) + (w - beta)) / 2
     assert ctl.trace(0.011)["inflation"] == pytest.approx(float(want))
 
 
@@ -59,3 +68,19 @@ def test_reference_policy_follows_target_option() -> None:
     ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = 0.5
     assert ctl.rate_bps(0.01) == pytest.approx(min(r0 * math.exp(0.125 * 0.5),
                                                    SC.link_rate_bps))
+
+
+def test_nack_is_a_decision_point_on_the_last_sample() -> None:
+    """Deep congestion: NAKs make decisions on the last RTT sample, one cut per RTT."""
+    ctl = cc.make_controller("rlcc", SC, decision_interval_s=0.004)
+    assert isinstance(ctl, cc.RlccController)
+    ctl.on_nack(0.0)  # no sample yet: nothing to decide on
+    assert ctl.trace(0.0)["decisions"] == 0
+    rtt = 0.08  # a full buffer: 80 ms
+    ctl.on_rtt_sample(0.1, rtt, None)
+    r1 = ctl.rate_bps(0.1)
+    assert r1 < SC.link_rate_bps and ctl.samples == 1
+    ctl.on_nack(0.15)  # 50 ms after the cut < one RTT: held back
+    assert ctl.rate_bps(0.15) == r1
+    ctl.on_nack(0.19)  # 90 ms after the cut: cut again, without a new sample
+    assert ctl.rate_bps(0.19) < r1 and ctl.samples == 1 and ctl.nacks == 3

@@ -36,6 +36,9 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc.rlcc_policies import (
     OBS_DIM,
     OUTPUTS,
+    REF_DELTA_SCALE,
+    REF_KI,
+    REF_KP,
     FloatArray,
     PolicyLoadError,
     PolicyState,
@@ -206,40 +209,84 @@ def load_tree_policy(path: Path) -> TreePolicy:
                           "\"p4cc-trees\") nor a CatBoost JSON export (\"oblivious_trees\")")
 
 
-def reference_tree_json(target: float = 0.064, action_max: float = 1.2) -> str:
-    """One depth-2 tree on δ_t: four steps of the reference policy's action."""
-    lo = 1 / action_max
-    doc = {"format": "p4cc-trees", "version": 1, "window": 1, "output": "identity",
-           "base": 0.0, "trees": [{"nodes": [
-               {"feature": 0, "threshold": 0.0, "left": 1, "right": 2},
-               {"feature": 0, "threshold": -target, "left": 3, "right": 4},
-               {"feature": 0, "threshold": target / 2, "left": 5, "right": 6},
-               {"leaf": lo}, {"leaf": 0.95}, {"leaf": 1.05}, {"leaf": action_max}]}]}
+#: Thresholds (in units of δ_s) of the reference tree ensembles' staircase on δ: dense
+#: near the operating point δ = 0, two bins above it (δ ≤ target = 0.064 by definition).
+#: Chosen on the queue toy of tests/test_hostcc_rlcc.py (2–8 flows, random start rates,
+#: k_i = 0.125..0.5): with steps this fine near 0 the rates stay within 3 % of a fair
+#: share; coarser steps near 0 left up to 1.4× between flows.
+REF_STAIR = (-1.5, -1.0, -0.8, -0.6, -0.5, -0.4, -0.325, -0.25, -0.2, -0.15, -0.115, -0.08,
+             -0.06, -0.04, -0.025, -0.01, -0.005, 0.0, 0.015, 0.03)
+#: The outer bins' fitting ranges (δ_s units): below −3 tanh is flat; δ ≤ 0.064 = target.
+REF_STAIR_OUTER = (-3.0, 0.064)
+
+
+def reference_stair(delta_scale: float = REF_DELTA_SCALE) -> tuple[FloatArray, FloatArray]:
+    """Thresholds t (20) and bin values s (21) of a staircase S ≈ e = δ_s·tanh(δ/δ_s):
+    S(δ) = s[j] for t[j−1] < δ ≤ t[j].  Each value is the middle of e over its bin (the
+    outer bins fitted on REF_STAIR_OUTER), so |S − e| ≤ half a step (≤ 0.12·δ_s)."""
+    t = np.array(REF_STAIR)
+    edges = np.concatenate([[REF_STAIR_OUTER[0]], t, [REF_STAIR_OUTER[1]]])
+    s = 0.5 * (np.tanh(edges[:-1]) + np.tanh(edges[1:]))
+    return delta_scale * t, delta_scale * s
+
+
+def _stumps(ki: float, kp: float,
+            delta_scale: float) -> tuple[float, list[tuple[float, float, float]]]:
+    """base and (threshold, jump on δ_t, jump on δ_{t−1}) of
+    y = (k_i + k_p)·S(δ_t) − k_p·S(δ_{t−1}) = base + Σ jumps where δ > threshold."""
+    t, s = reference_stair(delta_scale)
+    step = np.diff(s)
+    return float(ki * s[0]), [(float(tj), float((ki + kp) * d), float(-kp * d))
+                              for tj, d in zip(t, step, strict=True)]
+
+
+def reference_tree_json(ki: float = REF_KI, kp: float = REF_KP,
+                        delta_scale: float = REF_DELTA_SCALE) -> str:
+    """p4cc trees, window 2, output ``exp``: log a = (k_i + k_p)·S(δ_t) − k_p·S(δ_{t−1})
+    with the 21-level staircase S ≈ δ_s·tanh(δ/δ_s) of :func:`reference_stair`.  20 trees
+    of depth 2; tree j is two stumps at threshold t_j, one on feature 2 (δ_t) and one on
+    feature 0 (δ_{t−1}), written as one tree (NVIDIA RL-CC distils into ≤ 20 trees of
+    depth ≤ 4).  Error in log a ≈ half a step on each term: measured (after the core's
+    clip, k_i = 0.125..0.5) ≤ 0.095 for δ ∈ [−0.5, target], ≤ 0.15 below.  First
+    decision: the window's padding δ_0 = 0 falls in the bin (−0.005, 0], so
+    log a_1 = (k_i + k_p)·S(δ_1) + 0.0025·k_p (ReferencePolicy: k_i·e(δ_1); the windowed
+    formats act as if e_0 = 0)."""
+    base, stumps = _stumps(ki, kp, delta_scale)
+
+    def tree(thr: float, a: float, b: float) -> dict[str, Any]:
+        return {"nodes": [{"feature": 2, "threshold": thr, "left": 1, "right": 2},
+                          {"feature": 0, "threshold": thr, "left": 3, "right": 4},
+                          {"feature": 0, "threshold": thr, "left": 5, "right": 6},
+                          {"leaf": 0.0}, {"leaf": b}, {"leaf": a}, {"leaf": a + b}]}
+
+    doc = {"format": "p4cc-trees", "version": 1, "window": 2, "output": "exp",
+           "base": base, "trees": [tree(*st) for st in stumps]}
     return json.dumps(doc, indent=1) + "\n"
 
 
-def reference_catboost_json(target: float = 0.064, action_max: float = 1.2) -> str:
-    """A CatBoost-format export (2 oblivious trees, features δ_t and a_{t−1})."""
-    lo = 1 / action_max
-    borders = [-target / 2, 0.0, target / 2]
+def reference_catboost_json(ki: float = REF_KI, kp: float = REF_KP,
+                            delta_scale: float = REF_DELTA_SCALE) -> str:
+    """A CatBoost-format export, window 2 (float features 0..3 = δ_{t−1}, a_{t−2}, δ_t,
+    a_{t−1}): the 20 trees of :func:`reference_tree_json` as oblivious trees of depth 2
+    (split 0: δ_t > t_j, split 1: δ_{t−1} > t_j).  A CatBoost export has no output
+    transform, so the prediction is the action itself: a = 1 + y with y the trees' log a
+    (exp(y) − 1 − y ≤ 0.017 inside the core's clip [1/1.2, 1.2], |y| ≤ 0.18; outside it
+    both are clipped alike).  First decision as in :func:`reference_tree_json`."""
+    base, stumps = _stumps(ki, kp, delta_scale)
+    split = {"split_type": "FloatFeature"}
+    trees = [{"leaf_values": [0.0, a, b, a + b],  # bit 0: δ_t > t, bit 1: δ_{t−1} > t
+              "leaf_weights": [1, 1, 1, 1],
+              "splits": [{"border": t, "float_feature_index": 2, **split},
+                         {"border": t, "float_feature_index": 0, **split}]}
+             for t, a, b in stumps]
+    borders = [t for t, _, _ in stumps]
     doc = {
         "model_info": {"note": "made by p4cc.hostcc.rlcc_trees.reference_catboost_json"},
         "features_info": {"float_features": [
-            {"feature_index": 0, "flat_feature_index": 0, "borders": borders,
-             "has_nans": False, "nan_value_treatment": "AsIs"},
-            {"feature_index": 1, "flat_feature_index": 1, "borders": [],
-             "has_nans": False, "nan_value_treatment": "AsIs"}]},
-        "oblivious_trees": [
-            {"leaf_values": [lo, 1.0, 0.97, 1.05],
-             "leaf_weights": [1, 0, 1, 1],
-             "splits": [{"border": 0.0, "float_feature_index": 0, "split_index": 1,
-                         "split_type": "FloatFeature"},
-                        {"border": -target / 2, "float_feature_index": 0, "split_index": 0,
-                         "split_type": "FloatFeature"}]},
-            {"leaf_values": [0.0, action_max - 1.05],
-             "leaf_weights": [1, 1],
-             "splits": [{"border": target / 2, "float_feature_index": 0, "split_index": 2,
-                         "split_type": "FloatFeature"}]}],
-        "scale_and_bias": [1.0, [0.0]],
+            {"feature_index": k, "flat_feature_index": k,
+             "borders": borders if k % 2 == 0 else [],
+             "has_nans": False, "nan_value_treatment": "AsIs"} for k in range(4)]},
+        "oblivious_trees": trees,
+        "scale_and_bias": [1.0, [1.0 + base]],
     }
     return json.dumps(doc, indent=1) + "\n"

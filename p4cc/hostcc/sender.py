@@ -42,7 +42,10 @@ ControllerFactory = Callable[[FlowSpec], RateController]
 # Software TX timestamps (linux/net_tstamp.h, Documentation/networking/timestamping.rst):
 # report software stamps without payload on the socket; generate one per timed packet
 SO_TIMESTAMPING = 37
-_TS_REPORT = (1 << 4) | (1 << 11)  # SOF_TIMESTAMPING_SOFTWARE | OPT_TSONLY
+# SOF_TIMESTAMPING_SOFTWARE | OPT_TSONLY | RX_SOFTWARE: replies carry their kernel
+# arrival time too, so an RTT sample is kernel TX to kernel RX and leaves out the sender
+# loop's own delay in reading the reply (host jitter was most of the RTT noise on BMv2)
+_TS_REPORT = (1 << 4) | (1 << 11) | (1 << 3)
 _TX_STAMP = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("i", 1 << 1))]  # TX_SOFTWARE
 
 
@@ -324,15 +327,27 @@ class Sender:
 
     def _drain(self, flow: Flow, sock: socket.socket) -> None:
         self._drain_tx_times(flow, sock)
+        stamped = flow.id in self._txq
         for _ in range(256):
             try:
-                buf = sock.recv(2048)
+                buf, anc, _fl, _a = sock.recvmsg(2048, 512 if stamped else 0)
             except BlockingIOError:
                 return
             except ConnectionRefusedError:
                 self.icmp_errors += 1
                 continue
-            flow.on_datagram(buf, time.monotonic() - self.t0, time.time_ns())
+            now = time.monotonic() - self.t0
+            flow.on_datagram(buf, min(now, self._rx_time(anc, now)), time.time_ns())
+
+    def _rx_time(self, anc: list[tuple[int, int, bytes]], default: float) -> float:
+        """The reply's kernel (software) RX timestamp on the sender's clock, if present."""
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
+                sec, nsec = struct.unpack_from("qq", data, 0)
+                if sec or nsec:
+                    offset_ns = time.time_ns() - time.monotonic_ns()
+                    return (sec * 10**9 + nsec - offset_ns) / 1e9 - self.t0
+        return default
 
     def _send(self, sock: socket.socket, buf: bytes,
               cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:

@@ -270,7 +270,8 @@ def make_hook(name: str, scale: Scale, params: str = "hpcc-ns3",
     if name == "rlcc":
         from p4cc.hostcc.cc import policy_by_name  # the host's own name resolution
 
-        rp = rlcc.RlccParams(scale.link_rate_bps, scale.base_rtt_s, pkt_bytes=scale.pkt_bytes)
+        rp = rlcc.RlccParams(scale.link_rate_bps, rlcc.norm_rtt_s(scale),
+                             pkt_bytes=scale.pkt_bytes)
         pol = policy or policy_by_name("" if params == "hpcc-ns3" else params, rp)
         return RlccHook(rp, pol)
     raise ConfigError(f"unknown congestion control {name!r}; choose dcqcn, rlcc or line")

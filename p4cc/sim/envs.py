@@ -177,7 +177,7 @@ class RlccEnv(gym.Env[np.ndarray, np.ndarray]):
         self.topo = parse_topo(f"star,hosts={senders + 1}", get_scale(scale))
         self.scale = self.topo.scale
         self.n, self.senders, self.episode_steps = n_flows, senders, episode_steps
-        self.params = rlcc.RlccParams(self.scale.link_rate_bps, self.scale.base_rtt_s,
+        self.params = rlcc.RlccParams(self.scale.link_rate_bps, rlcc.norm_rtt_s(self.scale),
                                       target=target, beta=beta, pkt_bytes=self.scale.pkt_bytes)
         self.decision_s = decision_s or self.scale.base_rtt_s
         self.cfg = SimConfig(cc="rlcc", dt_s=dt_s, host_traces=False,
