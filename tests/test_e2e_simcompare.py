@@ -5,6 +5,12 @@ under SECN1 marking and DCQCN hosts, played by both backends from the same sched
 Compared at the bottleneck (s1 port 5, toward h5): utilisation and mean queue while all
 four flows are active, and the flows' completion times.  Tolerances and their reasons
 are in docs/emulation.md ("Simulator vs BMv2"); the numbers are printed (pytest -s).
+
+BMv2's utilisation is compared as a fraction of what its port delivers at all: a
+calibration run first overloads the same port with fixed-rate hosts (4 x 3 Mb/s into
+10 Mb/s, host_cc ``fixed:3M``); the emulated port then sends ~0.96-0.97 of its nominal
+packets/s (the switch shares two cores with five host processes), which the simulator's
+ideal port does not model.
 """
 
 from __future__ import annotations
@@ -53,6 +59,22 @@ def _measure(run_dir: Path) -> dict[str, float]:
             "fct_max_s": fct["fct_max_s"]}
 
 
+#: the calibration: overload the port with constant-rate hosts, measure what it sends
+CALIBRATION = {**SPEC, "name": "e2e_simcompare_ceiling", "host_cc": "fixed:3M",
+               "duration_s": 6.0}
+CALIBRATION_WINDOW = (2.0, 5.5)
+#: a ceiling outside this range means the calibration itself went wrong
+CEILING_RANGE = (0.85, 1.02)
+
+
+def port_ceiling(out: Path) -> float:
+    """Utilisation of s1:5 under a standing overload on BMv2 (its packets/s ceiling)."""
+    [run_dir] = run_spec(parse_spec(CALIBRATION), backend="bmv2", out=out)
+    port = chk.port_window(run_dir, "s1", 5, *CALIBRATION_WINDOW)
+    assert port["qlen_avg_bytes"] > 0.5 * 100_000, f"calibration did not overload: {port}"
+    return float(port["utilization"])
+
+
 def test_sim_and_bmv2_agree(tmp_path: Path) -> None:
     spec = parse_spec(SPEC)
     got = {}
@@ -61,9 +83,14 @@ def test_sim_and_bmv2_agree(tmp_path: Path) -> None:
         assert open_run(run_dir).complete
         got[backend] = _measure(run_dir)
     sim, emu = got["sim"], got["bmv2"]
-    print("\n" + "\n".join(f"{k:15s} sim {sim[k]:10.4g}   bmv2 {emu[k]:10.4g}" for k in sim))
+    ceiling = port_ceiling(tmp_path / "calibration")
+    emu["utilization_of_ceiling"] = emu["utilization"] / ceiling
+    sim["utilization_of_ceiling"] = sim["utilization"]
+    print("\n" + "\n".join(f"{k:22s} sim {sim[k]:10.4g}   bmv2 {emu[k]:10.4g}" for k in sim)
+          + f"\nbmv2 port ceiling {ceiling:.4f}")
+    assert CEILING_RANGE[0] <= ceiling <= CEILING_RANGE[1], ceiling
     assert sim["completed"] == emu["completed"] == 4, got
-    assert abs(sim["utilization"] - emu["utilization"]) <= TOL_UTIL_ABS, got
+    assert abs(sim["utilization"] - emu["utilization_of_ceiling"]) <= TOL_UTIL_ABS, got
     assert abs(emu["fct_mean_s"] / sim["fct_mean_s"] - 1) <= TOL_FCT_REL, got
     ratio = max(emu["qlen_avg_bytes"], 1.0) / max(sim["qlen_avg_bytes"], 1.0)
     assert 1 / TOL_QUEUE_RATIO <= ratio <= TOL_QUEUE_RATIO, got

@@ -152,3 +152,19 @@ def test_288_host_leafspine_websearch_completes() -> None:
     r = validate.leafspine_websearch(duration_s=2e-3, dt_s=4e-6)
     assert r["hosts"] == 288
     assert r["completed"] > 0.5 * r["flows"]
+
+
+def test_fixed_rate_host_cc_on_the_sim() -> None:
+    """host_cc ``fixed:<rate>``: every flow at that rate (the hosts' FixedController)."""
+    from p4cc.sim.cc import FixedRate, make_hook
+
+    topo = parse_topo("star,hosts=3", "testbed")
+    eng = Engine(topo, _pairs_sched([("h1", "h3"), ("h2", "h3")], [0, 1]),
+                 SimConfig(cc="fixed", cc_params="3M", host_traces=False))
+    assert isinstance(eng.cc, FixedRate)
+    eng.run(1.0)
+    got = np.sort(eng.delivered)[-2:] * 8 / 1.0  # the two flows' slots
+    np.testing.assert_allclose(got, 3e6, rtol=0.02)
+    assert make_hook("fixed", topo.scale, "").rate_bps == topo.scale.link_rate_bps
+    with pytest.raises(ConfigError, match="bad rate"):
+        make_hook("fixed", topo.scale, "fast")

@@ -27,7 +27,7 @@ from p4cc.traffic.spec import OUTPUTS
 log = logging.getLogger(__name__)
 
 #: host_cc values the simulator models (``name`` or ``name:variant``).
-SIM_HOST_CC = ("dcqcn", "rlcc")
+SIM_HOST_CC = ("dcqcn", "rlcc", "fixed")
 
 
 def check_spec(spec: Any) -> None:

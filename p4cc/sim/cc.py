@@ -261,10 +261,28 @@ class RlccHook:
         return self.state.rate
 
 
+class FixedRate(LineRate):
+    """Every flow at one constant rate (capped at its line rate); host_cc ``fixed:<rate>``,
+    as :class:`p4cc.hostcc.cc.FixedController` on the hosts."""
+
+    name = "fixed"
+
+    def __init__(self, rate_bps: float) -> None:
+        super().__init__()
+        self.rate_bps = float(rate_bps)
+
+    def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
+        self._rate[slots] = np.minimum(line_bps, self.rate_bps)
+
+
 def make_hook(name: str, scale: Scale, params: str = "hpcc-ns3",
               policy: rlcc_policies.Policy | None = None) -> CcHook:
     if name == "line":
         return LineRate()
+    if name == "fixed":
+        from p4cc.hostcc.cc import parse_rate
+
+        return FixedRate(parse_rate(params) if params else scale.link_rate_bps)
     if name == "dcqcn":
         return DcqcnHook(dcqcn.dcqcn_params(params, scale.link_rate_bps, scale))
     if name == "rlcc":
@@ -274,4 +292,5 @@ def make_hook(name: str, scale: Scale, params: str = "hpcc-ns3",
                              pkt_bytes=scale.pkt_bytes)
         pol = policy or policy_by_name("" if params == "hpcc-ns3" else params, rp)
         return RlccHook(rp, pol)
-    raise ConfigError(f"unknown congestion control {name!r}; choose dcqcn, rlcc or line")
+    raise ConfigError(f"unknown congestion control {name!r}; choose dcqcn, rlcc, fixed or "
+                      "line")

@@ -47,7 +47,8 @@ class SimConfig:
     telemetry_interval_s: float | None = field(
         default=None, metadata={"help": "PortTelemetry interval Δt; default 10 x base RTT "
                                         "(ACC §3.3: an order of magnitude above the RTT)"})
-    cc: str = field(default="dcqcn", metadata={"help": "dcqcn | rlcc | line (no CC)"})
+    cc: str = field(default="dcqcn", metadata={"help": "dcqcn | rlcc | fixed (cc_params: "
+                                                       "the rate) | line (no CC)"})
     cc_params: str = field(default="hpcc-ns3", metadata={"help": "DCQCN parameter set name"})
     cnp_interval_s: float | None = field(
         default=None, metadata={"help": "NP: at most one CNP per flow per interval"})
@@ -68,8 +69,9 @@ class SimConfig:
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"SimConfig.{name} must be a positive number or None, got {v!r}")
-        if self.cc not in ("dcqcn", "rlcc", "line"):
-            raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc or line, got {self.cc!r}")
+        if self.cc not in ("dcqcn", "rlcc", "fixed", "line"):
+            raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc, fixed or line, got "
+                              f"{self.cc!r}")
 
     # -- resolved values -------------------------------------------------------------
     def dt(self, scale: Scale) -> float:

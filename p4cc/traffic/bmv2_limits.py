@@ -27,7 +27,7 @@ MIN_INTERVAL_S = 0.05
 #: each): watch the flows of this many source hosts (the first in the schedule) only.
 INT_SOURCES = 1
 #: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
-HOST_CC = ("dcqcn", "rlcc")
+HOST_CC = ("dcqcn", "rlcc", "fixed")
 IPERF_BASE_PORT = 5301
 STARTUP_TIMEOUT_S = 60.0
 #: lead between the go file and t0, for the senders to see it
