@@ -16,10 +16,9 @@ from p4cc.hostcc.rlcc_policies import (
     PolicyLoadError,
     data_dir,
     load_policy,
-    make_reference_files,
-    reference_lstm,
     save_lstm,
 )
+from p4cc.hostcc.rlcc_reference import make_reference_files, reference_lstm
 from p4cc.hostcc.rlcc_trees import TreePolicy
 
 GRID = np.linspace(-1.0, 0.064, 41)
