@@ -313,17 +313,11 @@ class Sender:
         for _ in range(256):
             try:
                 _d, anc, _fl, _a = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)
-            except (BlockingIOError, InterruptedError):
+            except OSError:  # (BlockingIOError, InterruptedError: nothing more)
                 return
-            except OSError:
-                return
-            offset_ns = time.time_ns() - time.monotonic_ns()
-            for level, kind, data in anc:
-                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
-                    sec, nsec = struct.unpack_from("qq", data, 0)  # ts[0]: software
-                    if q and (sec or nsec):
-                        t_mono = (sec * 10**9 + nsec - offset_ns) / 1e9 - self.t0
-                        flow.departed(q.popleft(), t_mono)
+            t_mono = self._stamp(anc)
+            if q and t_mono is not None:
+                flow.departed(q.popleft(), t_mono)
 
     def _drain(self, flow: Flow, sock: socket.socket) -> None:
         self._drain_tx_times(flow, sock)
@@ -337,17 +331,18 @@ class Sender:
                 self.icmp_errors += 1
                 continue
             now = time.monotonic() - self.t0
-            flow.on_datagram(buf, min(now, self._rx_time(anc, now)), time.time_ns())
+            rx = self._stamp(anc)  # the reply's kernel RX time, if stamped
+            flow.on_datagram(buf, now if rx is None else min(now, rx), time.time_ns())
 
-    def _rx_time(self, anc: list[tuple[int, int, bytes]], default: float) -> float:
-        """The reply's kernel (software) RX timestamp on the sender's clock, if present."""
+    def _stamp(self, anc: list[tuple[int, int, bytes]]) -> float | None:
+        """The kernel's software timestamp in ``anc`` on the sender's clock, if any."""
         for level, kind, data in anc:
             if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
-                sec, nsec = struct.unpack_from("qq", data, 0)
+                sec, nsec = struct.unpack_from("qq", data, 0)  # ts[0]: software
                 if sec or nsec:
                     offset_ns = time.time_ns() - time.monotonic_ns()
                     return (sec * 10**9 + nsec - offset_ns) / 1e9 - self.t0
-        return default
+        return None
 
     def _send(self, sock: socket.socket, buf: bytes,
               cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:
