@@ -68,11 +68,14 @@ def dcqcn_fairness(n: int = 8, scale: str = "paper", setting: str = "VENDOR",
             "wall_s": round(wall, 3)}
 
 
-def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int = 4000,
+def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
                      policy: rlcc_policies.Policy | None = None, seed: int = 0,
                      stagger_rtts: float = 0.0) -> dict[str, Any]:
     """N flows into one port; flow i starts at i·``stagger_rtts`` base RTTs (each at the
-    line rate, into the flows already there).  Measured over the second half."""
+    line rate, into the flows already there).  Measured over the second half of ``rtts``
+    base RTTs (default max(4000, 32·N): N flows starting at line rate need ~log_1.2(N)
+    cuts of one RTT each, the RTT growing with the start-up queue)."""
+    rtts = max(4000, 32 * n) if rtts is None else rtts
     senders = min(n, 63)
     topo = parse_topo(f"star,hosts={senders + 1}", scale)
     sc = topo.scale
@@ -125,7 +128,7 @@ def leafspine_websearch(scale: str = "paper", load: float = 0.6, duration_s: flo
 def run_all(quick: bool = True) -> list[dict[str, Any]]:
     out = [dcqcn_fairness(8, rtts=1500 if quick else 5000)]
     for n in ((4, 16) if quick else (4, 16, 64, 256)):
-        out.append(rlcc_fixed_point(n, rtts=4000 if quick else 8000))
+        out.append(rlcc_fixed_point(n))
     if not quick:
         out.append(leafspine_websearch())
     return out
