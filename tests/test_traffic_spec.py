@@ -177,3 +177,11 @@ def test_check_asks_the_backend_too(tmp_path: Path, capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert "bmv2 backend" in err and "--backend sim" in err
     assert main(["run", str(path), "--check", "--backend", "sim"]) == 0
+
+
+def test_fixed_rate_host_cc() -> None:
+    """host_cc ``fixed:<rate>`` parses on both backends; a bad rate names the field."""
+    spec = parse_spec(_with("host_cc", "fixed:3M"))
+    assert spec.host_cc == "fixed:3M"
+    with pytest.raises(ConfigError, match=r"host_cc: .*bad rate"):
+        parse_spec(_with("host_cc", "fixed:fast"))
