@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import tempfile
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
-from p4cc.controlplane.loopbench import BMV2_JSON, P4INFO, _free_port, bmv2_switch, skip_reason
-from p4cc.controlplane.p4runtime import P4RuntimeClient
+from p4cc.controlplane.loopbench import connected_switch, skip_reason
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import INTERVAL_REGISTERS, TelemetryPoller
 from p4cc.errors import P4ccError
@@ -26,7 +22,7 @@ def ctl() -> Iterator[SwitchControl]:
     if reason:
         pytest.skip(reason)
     pytest.importorskip("thrift")
-    from p4cc.controlplane.thrift import ThriftClient, load_runtime_modules
+    from p4cc.controlplane.thrift import load_runtime_modules
 
     try:
         load_runtime_modules()
@@ -34,24 +30,9 @@ def ctl() -> Iterator[SwitchControl]:
         pytest.skip(str(exc))
     topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2")
     spec = topo.switch("leaf1")
-    grpc_port, thrift_port = _free_port(), _free_port()
-    with tempfile.TemporaryDirectory(prefix="p4cc-cp-test-") as tmp, \
-            bmv2_switch(spec.device_id, grpc_port, thrift_port, Path(tmp)) as proc:
-        control = SwitchControl(
-            spec, topo, P4INFO, BMV2_JSON,
-            p4rt=P4RuntimeClient(f"127.0.0.1:{grpc_port}", spec.device_id, timeout_s=5),
-            thrift=ThriftClient(f"127.0.0.1:{thrift_port}", BMV2_JSON))
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                control.connect()
-                break
-            except P4ccError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise
+    with connected_switch(spec, topo) as control:
         control.setup(static_setting("secn1", topo.scale))
         yield control
-        control.close()
 
 
 def test_setup_and_tables(ctl: SwitchControl) -> None:

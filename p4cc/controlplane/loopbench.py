@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import shutil
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -27,8 +24,8 @@ from p4cc.controlplane.loop import ControlLoop, LoopConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import TelemetryPoller
-from p4cc.errors import P4ccError
-from p4cc.topo.spec import parse_topo
+from p4cc.topo.bmv2 import Bmv2Process
+from p4cc.topo.spec import SwitchSpec, TopoSpec, parse_topo
 
 ROOT = Path(__file__).resolve().parents[2]
 P4INFO = ROOT / "p4src" / "build" / "p4cc.p4info.txtpb"
@@ -54,12 +51,6 @@ class AlternatingAgent:
         return dict.fromkeys(self.ports, self.settings[self.k % 2])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def skip_reason() -> str | None:
     if shutil.which("simple_switch_grpc") is None:
         return "simple_switch_grpc (BMv2) not installed"
@@ -69,64 +60,43 @@ def skip_reason() -> str | None:
 
 
 @contextlib.contextmanager
-def bmv2_switch(device_id: int, grpc_port: int, thrift_port: int,
-                log_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A simple_switch_grpc without interfaces; stopped (by its PID) on exit."""
-    log = (log_dir / "simple_switch_grpc.log").open("wb")
-    proc = subprocess.Popen(
-        ["simple_switch_grpc", "--no-p4", "--device-id", str(device_id),
-         "--thrift-port", str(thrift_port), "--",
-         "--grpc-server-addr", f"127.0.0.1:{grpc_port}", "--cpu-port", "510"],
-        stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
+def connected_switch(spec: SwitchSpec, topo: TopoSpec) -> Iterator[SwitchControl]:
+    """A ``simple_switch_grpc`` without interfaces (p4cc.topo.bmv2.Bmv2Process: ports
+    picked free, ready when gRPC and Thrift answer, stopped by its PID) and a connected
+    SwitchControl for ``spec``; closed and stopped on exit."""
+    from p4cc.controlplane.p4runtime import P4RuntimeClient
+    from p4cc.controlplane.thrift import ThriftClient
+
+    with Bmv2Process(spec.name, spec.device_id, {}) as sw:
+        ctl = SwitchControl(
+            spec, topo, P4INFO, BMV2_JSON,
+            p4rt=P4RuntimeClient(sw.grpc_addr, spec.device_id, timeout_s=10.0),
+            thrift=ThriftClient(f"127.0.0.1:{sw.thrift_port}", BMV2_JSON))
         try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+            ctl.connect()
+            yield ctl
+        finally:
+            ctl.close()
 
 
 def measure(steps: int = 200) -> dict[str, Any]:
     topo = parse_topo("star,hosts=8")
     spec = topo.switches[0]
-    grpc_port, thrift_port = _free_port(), _free_port()
-    with tempfile.TemporaryDirectory(prefix="p4cc-loopbench-") as tmp, \
-            bmv2_switch(spec.device_id, grpc_port, thrift_port, Path(tmp)) as proc:
-        from p4cc.controlplane.p4runtime import P4RuntimeClient
-        from p4cc.controlplane.thrift import ThriftClient
-
-        p4rt = P4RuntimeClient(f"127.0.0.1:{grpc_port}", spec.device_id, timeout_s=10.0)
-        thrift = ThriftClient(f"127.0.0.1:{thrift_port}", BMV2_JSON)
-        ctl = SwitchControl(spec, topo, P4INFO, BMV2_JSON, p4rt=p4rt, thrift=thrift)
-        deadline = time.monotonic() + 20
-        while True:  # the switch needs a moment to open its ports
-            try:
-                ctl.connect()
-                break
-            except P4ccError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise
-        try:
-            ctl.setup()
-            poller = TelemetryPoller(spec.name, spec.ports, p4rt, thrift, topo.scale,
-                                     {p: ctl.port_rate_bps(p) for p in spec.ports},
-                                     lambda: ctl.ecn)
-            loop = ControlLoop(ctl, poller, AlternatingAgent(spec.ports), LoopConfig(0.01))
-            loop.start()
-            poll, write, total = [], [], []
-            for _ in range(steps):
-                t = time.perf_counter()
-                loop.step()
-                total.append((time.perf_counter() - t) * 1e3)
-                poll.append(loop.stats.poll_ms)
-                write.append(loop.stats.write_ms)
-            errors = loop.stats.switch_errors + loop.stats.invalid_decisions
-        finally:
-            ctl.close()
+    with connected_switch(spec, topo) as ctl:
+        ctl.setup()
+        poller = TelemetryPoller(spec.name, spec.ports, ctl.p4rt, ctl.thrift, topo.scale,
+                                 {p: ctl.port_rate_bps(p) for p in spec.ports},
+                                 lambda: ctl.ecn)
+        loop = ControlLoop(ctl, poller, AlternatingAgent(spec.ports), LoopConfig(0.01))
+        loop.start()
+        poll, write, total = [], [], []
+        for _ in range(steps):
+            t = time.perf_counter()
+            loop.step()
+            total.append((time.perf_counter() - t) * 1e3)
+            poll.append(loop.stats.poll_ms)
+            write.append(loop.stats.write_ms)
+        errors = loop.stats.switch_errors + loop.stats.invalid_decisions
 
     def p(xs: list[float], q: float) -> float:
         return round(statistics.quantiles(xs, n=100)[int(q) - 1], 3)
