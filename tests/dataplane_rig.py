@@ -71,6 +71,34 @@ def raw_socket(ifname: str, rcvbuf: int = 8 << 20) -> socket.socket:
     return s
 
 
+def drain(*socks: socket.socket) -> None:
+    """Read and drop whatever is queued on ``socks`` (until each one's timeout)."""
+    for s in socks:
+        with contextlib.suppress(TimeoutError):
+            while True:
+                s.recv(65535)
+
+
+def incoming(data: bytes, addr: Any) -> bool:
+    """A frame the wire delivered to this interface (not one we sent out of it)."""
+    return bool(addr[2] != PACKET_OUTGOING)
+
+
+def receive(s: socket.socket, n: int, timeout_s: float = 5.0,
+            accept: Callable[[bytes, Any], bool] = incoming) -> list[bytes]:
+    """Up to ``n`` frames that ``accept``, polling ``s`` until the deadline."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        try:
+            data, addr = s.recvfrom(65535)
+        except TimeoutError:
+            continue
+        if accept(data, addr):
+            got.append(data)
+    return got
+
+
 def frame(seq: int, tos: int, dport: int, sport: int = 4000) -> bytes:
     """An Ethernet/IPv4/UDP frame from h1 to h2 whose payload starts with ``seq``."""
     body = seq.to_bytes(4, "big") + b"p" * (PAYLOAD_LEN - 4)

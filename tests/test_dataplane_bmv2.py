@@ -8,18 +8,17 @@ queue slowed down over Thrift.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from dataplane_rig import drain, incoming, raw_socket, receive
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -42,8 +41,6 @@ H1_MAC, H2_MAC = "00:00:0a:00:01:01", "00:00:0a:00:01:02"
 SW_MAC = {1: "00:aa:00:01:00:01", 2: "00:aa:00:01:00:02"}
 SWITCH_ID = 7
 INT_DPORT = 5000
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
 
 
 def _skip_reason() -> str | None:
@@ -68,13 +65,6 @@ class Rig:
     rx: socket.socket
 
 
-def _sock(ifname: str) -> socket.socket:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-    s.bind((ifname, 0))
-    s.settimeout(0.1)
-    return s
-
-
 @pytest.fixture(scope="module")
 def rig() -> Iterator[Rig]:
     reason = _skip_reason()
@@ -93,7 +83,7 @@ def rig() -> Iterator[Rig]:
             pytest.skip(f"BMv2 did not start: {exc}")
         p4rt = P4RuntimeClient(proc.grpc_addr, 1)
         thrift = ThriftClient(f"127.0.0.1:{proc.thrift_port}", JSON)
-        tx, rx = _sock("p4dp1b"), _sock("p4dp2b")
+        tx, rx = raw_socket("p4dp1b"), raw_socket("p4dp2b")
         try:
             p4rt.connect()
             p4rt.set_pipeline(P4INFO, JSON)
@@ -122,30 +112,15 @@ def _frame(dport: int, tos: int = 0x02, seq: int = 0) -> bytes:
                  / UDP(sport=4000, dport=dport) / Raw(seq.to_bytes(4, "big") + b"p" * 60))
 
 
-def _drain(s: socket.socket) -> None:
-    with contextlib.suppress(TimeoutError):
-        while True:
-            s.recv(65535)
-
-
-def _receive(s: socket.socket, n: int, timeout_s: float = 5.0) -> list[bytes]:
-    """Up to ``n`` incoming IPv4/UDP frames to 10.0.1.2, polling until the deadline."""
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < n and time.monotonic() < deadline:
-        try:
-            data, addr = s.recvfrom(65535)
-        except TimeoutError:
-            continue
-        if addr[2] != PACKET_OUTGOING and data[12:14] == b"\x08\x00" and data[23] == 17:
-            got.append(data)
-    return got
+def _ipv4_udp(data: bytes, addr: Any) -> bool:
+    """An incoming IPv4/UDP frame (to 10.0.1.2 on the receiver's interface)."""
+    return incoming(data, addr) and data[12:14] == b"\x08\x00" and data[23] == 17
 
 
 def test_forwarding_rewrites_mac_ttl_checksum(rig: Rig) -> None:
-    _drain(rig.rx)
+    drain(rig.rx)
     rig.tx.send(_frame(6000))
-    (raw,) = _receive(rig.rx, 1)
+    (raw,) = receive(rig.rx, 1, accept=_ipv4_udp)
     pkt = Ether(raw)
     assert pkt.src == SW_MAC[2] and pkt.dst == H2_MAC
     assert pkt[IP].ttl == 63 and pkt[IP].tos == 0x02
@@ -156,13 +131,13 @@ def test_forwarding_rewrites_mac_ttl_checksum(rig: Rig) -> None:
 
 
 def test_int_source_and_sink_on_one_switch(rig: Rig) -> None:
-    _drain(rig.rx)
+    drain(rig.rx)
     pins = rig.p4rt.packet_ins()
     while not pins.empty():
         pins.get_nowait()
     sent = _frame(INT_DPORT, tos=0x02, seq=9)
     rig.tx.send(sent)
-    (raw,) = _receive(rig.rx, 1)
+    (raw,) = receive(rig.rx, 1, accept=_ipv4_udp)
     pkt = parse_int(raw)
     ip = pkt[IP]
     assert ip.tos >> 2 == DSCP_INT_SUMMARY
@@ -186,11 +161,11 @@ def test_ecn_marks_by_queue_depth(rig: Rig) -> None:
     rig.thrift.set_queue_depth(500, 2)
     rig.thrift.set_queue_rate(100, 2)  # pps: the burst below queues up
     try:
-        _drain(rig.rx)
+        drain(rig.rx)
         n = 60
         for i in range(n):
             rig.tx.send(_frame(6001, tos=0x02 if i % 2 == 0 else 0x00, seq=i))
-        frames = _receive(rig.rx, n, timeout_s=20)
+        frames = receive(rig.rx, n, timeout_s=20, accept=_ipv4_udp)
     finally:
         rig.thrift.set_queue_rate(1_000_000, 2)
         rig.p4rt.delete_entry("ecn_config", {"egress_port": 2, "qid": 0})

@@ -6,7 +6,6 @@ P4Runtime is covered by tests/test_dataplane_bmv2.py.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -16,6 +15,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from dataplane_rig import drain, incoming, raw_socket, receive
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -31,6 +31,7 @@ from p4cc.packets.int import (
     decode_report,
     parse_int,
 )
+from p4cc.topo.bmv2 import free_port
 from p4cc.topo.veth import veth_pairs
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
@@ -41,12 +42,6 @@ H1, H2 = "00:00:0a:00:01:01", "00:00:0a:00:01:02"
 SW1, SW2 = "00:aa:00:01:00:01", "00:aa:00:01:00:02"
 F, E, INT = "P4ccIngress.fwd.", "P4ccEgress.ecn.", "P4ccEgress.int_egress."
 SWITCH_ID = 7
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cli_cmd(thrift_port: int) -> list[str]:
@@ -69,31 +64,9 @@ class Switch:
         return res.stdout
 
 
-def _sock(ifname: str) -> socket.socket:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-    s.bind((ifname, 0))
-    s.settimeout(0.05)
-    return s
-
-
-def _drain(*socks: socket.socket) -> None:
-    for s in socks:
-        with contextlib.suppress(TimeoutError):
-            while True:
-                s.recv(65535)
-
-
 def _recv(s: socket.socket, n: int, timeout_s: float = 5.0) -> list[bytes]:
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout_s
-    while len(got) < n and time.monotonic() < deadline:
-        try:
-            data, addr = s.recvfrom(65535)
-        except TimeoutError:
-            continue
-        if addr[2] != 4 and len(data) > 24:  # not our own outgoing frames
-            got.append(data)
-    return got
+    return receive(s, n, timeout_s, accept=lambda data, addr: incoming(data, addr)
+                   and len(data) > 24)
 
 
 def _frame(dport: int = 6000, tos: int = 2, seq: int = 0, sport: int = 4000,
@@ -111,7 +84,7 @@ def sw() -> Iterator[Switch]:
         pytest.skip("needs root (veth pairs)")
     if not JSON.is_file():
         pytest.skip("p4src/build/p4cc.json missing; run make p4")
-    thrift_port = _free_port()
+    thrift_port = free_port()
     with veth_pairs(PORTS):
         cmd = ["simple_switch", "--device-id", "1", "--thrift-port", str(thrift_port)]
         for port, name in PORTS.items():
@@ -154,8 +127,8 @@ def sw() -> Iterator[Switch]:
 
 @pytest.fixture
 def socks(sw: Switch) -> Iterator[dict[int, socket.socket]]:
-    opened = {p: _sock(name + "b") for p, name in PORTS.items()}
-    _drain(*opened.values())
+    opened = {p: raw_socket(name + "b") for p, name in PORTS.items()}
+    drain(*opened.values())
     yield opened
     for s in opened.values():
         s.close()
