@@ -29,12 +29,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: Child-process script: argv[1] = simulated seconds; prints one JSON line.
-NS3_INCAST_SCRIPT = r"""
-import json, sys, time
-from ns import ns
-sim_s = float(sys.argv[1])
-sd, S, V = ns.Config.SetDefault, ns.StringValue, ns.UintegerValue
+
+def _dctcp_red(min_th: int, max_th: int, l_interm: int) -> str:
+    """Script lines shared by both scenarios: DCTCP senders with 946-B segments, RED
+    marking ECN on the instantaneous queue (QW 1, not gentle) of a 1000-packet buffer,
+    thresholds in packets, Pmax = 1/l_interm (ns-3's RedQueueDisc attributes)."""
+    return f"""sd, S, V = ns.Config.SetDefault, ns.StringValue, ns.UintegerValue
 sd("ns3::TcpL4Protocol::SocketType", S("ns3::TcpDctcp"))
 sd("ns3::TcpSocket::SegmentSize", V(946))
 sd("ns3::RedQueueDisc::UseEcn", ns.BooleanValue(True))
@@ -43,10 +43,18 @@ sd("ns3::RedQueueDisc::Gentle", ns.BooleanValue(False))
 sd("ns3::RedQueueDisc::MeanPktSize", V(1000))
 sd("ns3::RedQueueDisc::MaxSize", ns.QueueSizeValue(ns.QueueSize("1000p")))
 sd("ns3::RedQueueDisc::QW", ns.DoubleValue(1.0))
-sd("ns3::RedQueueDisc::MinTh", ns.DoubleValue(30))
-sd("ns3::RedQueueDisc::MaxTh", ns.DoubleValue(270))
-sd("ns3::RedQueueDisc::LInterm", ns.DoubleValue(10))
-senders = ns.NodeContainer(); senders.Create(8)
+sd("ns3::RedQueueDisc::MinTh", ns.DoubleValue({min_th}))
+sd("ns3::RedQueueDisc::MaxTh", ns.DoubleValue({max_th}))
+sd("ns3::RedQueueDisc::LInterm", ns.DoubleValue({l_interm}))
+"""
+
+
+#: Child-process script: argv[1] = simulated seconds; prints one JSON line.
+NS3_INCAST_SCRIPT = r"""
+import json, sys, time
+from ns import ns
+sim_s = float(sys.argv[1])
+""" + _dctcp_red(30, 270, 10) + r"""senders = ns.NodeContainer(); senders.Create(8)
 sw = ns.NodeContainer(); sw.Create(1)
 rx = ns.NodeContainer(); rx.Create(1)
 p2p = ns.PointToPointHelper()
@@ -91,19 +99,8 @@ NS3_LEAFSPINE_SCRIPT = r"""import csv, json, sys, time
 from ns import ns
 sim_s, path = float(sys.argv[1]), sys.argv[2]
 leaves, per, spines = (int(x) for x in sys.argv[3:6])
-sd, S, V = ns.Config.SetDefault, ns.StringValue, ns.UintegerValue
-sd("ns3::TcpL4Protocol::SocketType", S("ns3::TcpDctcp"))
-sd("ns3::TcpSocket::SegmentSize", V(946))
+""" + _dctcp_red(5, 200, 100) + r"""
 sd("ns3::Ipv4GlobalRouting::RandomEcmpRouting", ns.BooleanValue(True))
-sd("ns3::RedQueueDisc::UseEcn", ns.BooleanValue(True))
-sd("ns3::RedQueueDisc::UseHardDrop", ns.BooleanValue(False))
-sd("ns3::RedQueueDisc::Gentle", ns.BooleanValue(False))
-sd("ns3::RedQueueDisc::MeanPktSize", V(1000))
-sd("ns3::RedQueueDisc::MaxSize", ns.QueueSizeValue(ns.QueueSize("1000p")))
-sd("ns3::RedQueueDisc::QW", ns.DoubleValue(1.0))
-sd("ns3::RedQueueDisc::MinTh", ns.DoubleValue(5))
-sd("ns3::RedQueueDisc::MaxTh", ns.DoubleValue(200))
-sd("ns3::RedQueueDisc::LInterm", ns.DoubleValue(100))
 t_setup = time.perf_counter()
 hosts = ns.NodeContainer(); hosts.Create(leaves * per)
 lv = ns.NodeContainer(); lv.Create(leaves)
