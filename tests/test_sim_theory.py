@@ -42,6 +42,8 @@ def test_rlcc_late_flows_converge_to_fair_shares() -> None:
     r = validate.rlcc_fixed_point(4, scale="paper", stagger_rtts=400)
     assert r["jain"] >= 0.99, r
     assert r["rtt_inflation"] == pytest.approx(r["expected_inflation"], rel=0.03), r
+    with pytest.raises(ConfigError, match="stagger_rtts=2000: every flow must start"):
+        validate.rlcc_fixed_point(4, stagger_rtts=2000)
 
 
 def _pairs_sched(pairs: list[tuple[str, str]], ids: list[int]) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from p4cc.controlplane.ecn import static_setting
+from p4cc.errors import ConfigError
 from p4cc.hostcc import rlcc, rlcc_policies
 from p4cc.hostcc.receiver import NVIDIA_CNP_INTERVAL_S
 from p4cc.scale import get_scale
@@ -80,8 +81,8 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
     topo = parse_topo(f"star,hosts={senders + 1}", scale)
     sc = topo.scale
     if not 0 <= stagger_rtts * (n - 1) < rtts / 2:
-        raise ValueError(f"stagger_rtts={stagger_rtts}: every flow must start in the first "
-                         f"half of the {rtts} RTTs")
+        raise ConfigError(f"stagger_rtts={stagger_rtts}: every flow must start in the first "
+                          f"half of the {rtts} RTTs (need 0 <= stagger_rtts·(N−1) < rtts/2)")
     params = rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc), pkt_bytes=sc.pkt_bytes)
     hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy())
     eng = Engine(topo, _incast(n, senders, stagger_rtts * sc.base_rtt_s),
