@@ -106,7 +106,7 @@ def test_interrupted_start_stops_the_switch(tmp_path: Path,
                     "exec sleep 30\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     bmv2.binary_options.cache_clear()
-    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake))
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), out_dir=tmp_path / "out")
 
     def interrupted(self: Bmv2Process) -> None:
         raise KeyboardInterrupt
@@ -205,7 +205,8 @@ def test_missing_thrift_module_is_named_at_once_and_the_switch_stopped(
 
     monkeypatch.setattr(bmv2, "_owns_listener", lambda pid, port: True)
     monkeypatch.setattr(bmv2, "thrift_ping", no_thrift)
-    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), start_timeout_s=20)
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), start_timeout_s=20,
+                    out_dir=tmp_path / "out")
     with pytest.raises(ToolMissingError, match="python3-thrift"):
         p.start()
     assert p.pid is not None and not p.is_alive()

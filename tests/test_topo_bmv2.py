@@ -85,7 +85,7 @@ def _fake_switch(tmp_path: Path, body: str) -> Path:
 
 def test_binary_without_thrift_is_refused(tmp_path: Path) -> None:
     fake = _fake_switch(tmp_path, 'echo "  --device-id arg  --no-p4"\n')
-    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake))
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), out_dir=tmp_path / "out")
     with pytest.raises(SwitchError, match="without Thrift"):
         p.start()
 
@@ -108,7 +108,8 @@ def test_stop_kills_only_its_pid_and_is_idempotent(tmp_path: Path) -> None:
     body = ('case "$1" in --help) echo "--thrift-port"; exit 0;; esac\n'
             'exec sleep 30\n')
     fake = _fake_switch(tmp_path, body)
-    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), start_timeout_s=0.5)
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), start_timeout_s=0.5,
+                    out_dir=tmp_path / "out")  # the kept evidence stays in tmp_path
     with pytest.raises(SwitchError, match="did not listen"):
         p.start()
     assert p.pid is not None
