@@ -16,7 +16,7 @@ APT_PACKAGES := mininet iperf3 ethtool iproute2 iputils-ping tcpdump python3-ven
 
 help:
 	@echo "make setup     install what the distribution and PyPI provide; report BMv2/p4c"
-	@echo "make p4        compile p4src/ into p4src/build/ (needs p4c)"
+	@echo "make p4        compile p4src/ into p4cc/data/p4/ (needs p4c)"
 	@echo "make testbed   the main job (BMv2 if installed, else the simulator)"
 	@echo "make cli       Mininet CLI on TOPO=$(TOPO) with the control plane running"
 	@echo "make test      default tests (no root, BMv2 or Mininet needed)"

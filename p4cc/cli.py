@@ -15,20 +15,20 @@ from p4cc.errors import P4ccError
 #: Modules that add subcommands: each has ``register(subparsers) -> None``; a subcommand
 #: stores its handler as ``func`` (``func(args) -> int``).
 COMMAND_MODULES = (
-    "p4cc.topo.cli",
+    "p4cc.experiment.cli",
     "p4cc.hostcc.cli",
-    "p4cc.traffic.cli",
+    "p4cc.experiment.run_cli",
     "p4cc.sim.cli",
 )
 
 #: ``p4cc bench NAME``: NAME -> "module:function"; the function takes the remaining
 #: argv and yields one dict per case, printed as one JSON object per line.
 BENCHMARKS = {
-    "dataplane": "p4cc.controlplane.bench:run",
-    "controlloop": "p4cc.controlplane.loopbench:run",
-    "hostcc": "p4cc.hostcc.bench:run",
-    "traffic": "p4cc.traffic.bench:run",
-    "sim": "p4cc.sim.bench:run",
+    "dataplane": "p4cc.bench.dataplane:run",
+    "controlloop": "p4cc.bench.controlloop:run",
+    "hostcc": "p4cc.bench.hostcc:run",
+    "traffic": "p4cc.bench.traffic:run",
+    "sim": "p4cc.bench.sim:run",
 }
 
 

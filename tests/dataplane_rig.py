@@ -1,6 +1,6 @@
 """A one-switch BMv2 rig for data-plane tests that need many packets (not a test module).
 
-One ``simple_switch_grpc`` (p4src/build/p4cc.json) with port 1 on veth ``<prefix>1a``
+One ``simple_switch_grpc`` (p4cc/data/p4/p4cc.json) with port 1 on veth ``<prefix>1a``
 (host side ``<prefix>1b``, the sender) and port 2 on ``<prefix>2a`` (host side
 ``<prefix>2b``, the receiver).  Pipeline, tables and clone session go over P4Runtime,
 queue rate/depth and registers over Thrift, as in tests/test_dataplane_bmv2.py (whose
@@ -50,7 +50,7 @@ def skip_reason() -> str | None:
     if shutil.which("ethtool") is None:
         return "ethtool not installed (turns veth offloads off for BMv2)"
     if not (P4INFO.is_file() and JSON.is_file()):
-        return "p4src/build artifacts missing; run make p4"
+        return "p4cc/data/p4 artifacts missing; run make p4"
     return None
 
 

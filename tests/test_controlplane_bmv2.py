@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from p4cc.bench.controlloop import connected_switch, skip_reason
 from p4cc.controlplane.ecn import EcnConfig, static_setting
-from p4cc.controlplane.loopbench import connected_switch, skip_reason
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import INTERVAL_REGISTERS, TelemetryPoller
 from p4cc.errors import P4ccError

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from fake_switch import FakeP4RuntimeServer, FakeThrift
 
 from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig, static_setting
@@ -14,12 +15,11 @@ from p4cc.controlplane.p4runtime import P4RuntimeClient
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.controlplane.switch import CPU_PORT, INT_REPORT_SESSION, SwitchControl
 from p4cc.controlplane.telemetry import TelemetryPoller
-from p4cc.controlplane.testing import FakeP4RuntimeServer, FakeThrift
 from p4cc.errors import ConfigError
 from p4cc.topo.spec import parse_topo
 
 FIXTURE = Path(__file__).parent / "data" / "controlplane_p4info.txtpb"
-REAL = Path(__file__).parent.parent / "p4src" / "build" / "p4cc.p4info.txtpb"
+REAL = Path(__file__).parent.parent / "p4cc" / "data" / "p4" / "p4cc.p4info.txtpb"
 REGS = {"q_enq_sum": 64, "q_enq_cnt": 64, "q_enq_max": 64, "q_sojourn_sum": 64,
         "incast_bits": 256, "flow_bits": 256, "elephant_bits": 256,
         "flow_bytes_r0": 1024, "flow_bytes_r1": 1024}

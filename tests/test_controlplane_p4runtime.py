@@ -6,16 +6,16 @@ import queue
 from pathlib import Path
 
 import pytest
+from fake_switch import FakeP4RuntimeServer
 from google.rpc import code_pb2
 
 from p4cc.controlplane.p4info import P4Info, canonical, encode_value
 from p4cc.controlplane.p4rt_proto import p4runtime_pb2, parse_p4info, serialized_descriptor
 from p4cc.controlplane.p4runtime import P4RuntimeClient, P4RuntimeWriteError
-from p4cc.controlplane.testing import FakeP4RuntimeServer
 from p4cc.errors import ConfigError, SwitchError
 
 FIXTURE = Path(__file__).parent / "data" / "controlplane_p4info.txtpb"
-REAL = Path(__file__).parent.parent / "p4src" / "build" / "p4cc.p4info.txtpb"
+REAL = Path(__file__).parent.parent / "p4cc" / "data" / "p4" / "p4cc.p4info.txtpb"
 
 
 @pytest.fixture()

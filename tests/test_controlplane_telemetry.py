@@ -112,8 +112,9 @@ def test_static_agents() -> None:
 
 
 def test_poller_resets_interval_registers_and_sketch_window() -> None:
+    from fake_switch import FakeThrift
+
     from p4cc.controlplane.telemetry import TelemetryPoller
-    from p4cc.controlplane.testing import FakeThrift
 
     regs = FakeThrift({"q_enq_sum": 64, "q_enq_cnt": 64, "q_enq_max": 64, "q_sojourn_sum": 64,
                        "incast_bits": 256, "flow_bits": 256, "elephant_bits": 256,

@@ -1,4 +1,4 @@
-"""``p4cc bench dataplane`` (p4cc.controlplane.bench): skip records and one short real run."""
+"""``p4cc bench dataplane`` (p4cc.bench.dataplane): skip records and one short real run."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from p4cc.controlplane import bench, loopbench
+from p4cc.bench import controlloop as loopbench
+from p4cc.bench import dataplane as bench
 
 
 def _records(argv: list[str]) -> list[dict[str, Any]]:

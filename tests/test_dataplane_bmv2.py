@@ -49,7 +49,7 @@ def _skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "needs root (veth pairs)"
     if not (P4INFO.is_file() and JSON.is_file()):
-        return "p4src/build artifacts missing; run make p4"
+        return "p4cc/data/p4 artifacts missing; run make p4"
     return None
 
 

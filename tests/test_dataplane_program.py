@@ -1,7 +1,7 @@
 """The compiled artifacts carry the names of docs/architecture.md, and the RED rule of
 p4src/include/ecn.p4 matches EcnConfig.marking_probability to within its stated error.
 
-These read the committed p4src/build/ files; no p4c or BMv2 is needed."""
+These read the committed p4cc/data/p4/ files; no p4c or BMv2 is needed."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def sw() -> Iterator[Switch]:
     if os.geteuid() != 0:
         pytest.skip("needs root (veth pairs)")
     if not JSON.is_file():
-        pytest.skip("p4src/build/p4cc.json missing; run make p4")
+        pytest.skip("p4cc/data/p4/p4cc.json missing; run make p4")
     thrift_port = free_port()
     with veth_pairs(PORTS):
         cmd = ["simple_switch", "--device-id", "1", "--thrift-port", str(thrift_port)]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from p4cc.traffic import bmv2_checks as chk
+from p4cc.experiment.bmv2 import checks as chk
 
 pytestmark = [pytest.mark.mininet, pytest.mark.bmv2, pytest.mark.root, pytest.mark.slow]
 
@@ -21,10 +21,10 @@ _REASON = chk.skip_reason()
 if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
-from p4cc.traffic.analysis import jain  # noqa: E402
-from p4cc.traffic.runner import run_spec  # noqa: E402
-from p4cc.traffic.spec import parse_spec  # noqa: E402
-from p4cc.traffic.store import open_run  # noqa: E402
+from p4cc.analysis.metrics import jain  # noqa: E402
+from p4cc.analysis.runs import open_run  # noqa: E402
+from p4cc.experiment.runner import run_spec  # noqa: E402
+from p4cc.experiment.spec import parse_spec  # noqa: E402
 
 DURATION_S = 20.0
 #: 4 flows of 2.5 MB share 10 Mb/s: ~8 s at the fair share, so the steady window

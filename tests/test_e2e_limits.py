@@ -11,18 +11,19 @@ import pandas as pd
 import pytest
 
 from p4cc.errors import ConfigError
-from p4cc.hostcc.wire import data_overhead
-from p4cc.topo.spec import parse_topo
-from p4cc.traffic import bmv2_collect, bmv2_hosts
-from p4cc.traffic.backend import get_backend
-from p4cc.traffic.bmv2_limits import (
+from p4cc.experiment.backend import get_backend
+from p4cc.experiment.bmv2 import collect as bmv2_collect
+from p4cc.experiment.bmv2 import hosts as bmv2_hosts
+from p4cc.experiment.bmv2.limits import (
     DCQCN_PROBE_INTERVAL_S,
     MAX_SWITCHES,
     check_spec,
     probe_interval_s,
 )
-from p4cc.traffic.default import DEFAULT_SPEC, resolve_backend
-from p4cc.traffic.spec import load_spec, parse_spec
+from p4cc.experiment.default import DEFAULT_SPEC, resolve_backend
+from p4cc.experiment.spec import load_spec, parse_spec
+from p4cc.hostcc.wire import data_overhead
+from p4cc.topo.spec import parse_topo
 
 BASE: dict[str, Any] = {
     "name": "t", "backend": "bmv2", "topology": "star,hosts=3", "duration_s": 5,
@@ -124,8 +125,8 @@ def test_run_dir_handed_to_hosts_is_absolute(tmp_path: Path,
     `runs/<name>`) must reach them as an absolute path (a `make testbed` regression)."""
     from types import SimpleNamespace
 
-    from p4cc.traffic.bmv2_backend import _Run
-    from p4cc.traffic.phases import build_schedule
+    from p4cc.experiment.bmv2.backend import _Run
+    from p4cc.experiment.schedule import build_schedule
 
     monkeypatch.chdir(tmp_path)
     spec = load_spec(DEFAULT_SPEC)

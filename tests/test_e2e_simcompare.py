@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from p4cc.traffic import bmv2_checks as chk
+from p4cc.experiment.bmv2 import checks as chk
 
 pytestmark = [pytest.mark.mininet, pytest.mark.bmv2, pytest.mark.root, pytest.mark.slow]
 
@@ -27,9 +27,9 @@ _REASON = chk.skip_reason()
 if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
-from p4cc.traffic.runner import run_spec  # noqa: E402
-from p4cc.traffic.spec import parse_spec  # noqa: E402
-from p4cc.traffic.store import open_run  # noqa: E402
+from p4cc.analysis.runs import open_run  # noqa: E402
+from p4cc.experiment.runner import run_spec  # noqa: E402
+from p4cc.experiment.spec import parse_spec  # noqa: E402
 
 DURATION_S = 20.0
 FLOW_BYTES = 2_500_000

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from p4cc.traffic import bmv2_checks as chk
+from p4cc.experiment.bmv2 import checks as chk
 
 pytestmark = [pytest.mark.mininet, pytest.mark.bmv2, pytest.mark.root, pytest.mark.slow]
 
@@ -28,9 +28,9 @@ _REASON = chk.skip_reason()
 if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
+from p4cc.analysis.report import report  # noqa: E402
+from p4cc.analysis.runs import open_run  # noqa: E402
 from p4cc.topo.hosts import interface_names  # noqa: E402
-from p4cc.traffic.report import report  # noqa: E402
-from p4cc.traffic.store import open_run  # noqa: E402
 
 SPEC = {
     "name": "e2e_workloads", "backend": "bmv2", "topology": "star,hosts=4",

@@ -88,7 +88,7 @@ def test_frame_size_is_the_scales_pkt_bytes() -> None:
 
 def test_nic_rate_needs_dev_and_is_passed_by_the_bmv2_wrapper(
         capsys: pytest.CaptureFixture[str]) -> None:
-    from p4cc.traffic.bmv2_hosts import with_nic_rate
+    from p4cc.experiment.bmv2.hosts import with_nic_rate
 
     assert main(["host", "send", "--dst", "127.0.0.1", "--size", "10",
                  "--nic-rate", "1e7"]) == 2

@@ -13,6 +13,7 @@ import pytest
 
 from p4cc.cli import main
 from p4cc.errors import ConfigError, P4ccError
+from p4cc.experiment.spec import parse_spec
 from p4cc.hostcc.flow import FlowSpec
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig
 from p4cc.topo import bmv2
@@ -20,7 +21,6 @@ from p4cc.topo.bmv2 import Bmv2Process
 from p4cc.topo.build import BMV2_MAX_PORT, FabricOptions, check_ports, preflight
 from p4cc.topo.spec import parse_topo
 from p4cc.traffic import workloads as wl
-from p4cc.traffic.spec import parse_spec
 
 SPEC = {"name": "t", "topology": "star,hosts=3", "duration_s": 1,
         "workloads": [{"type": "incast", "load": 0.5}]}
@@ -145,7 +145,7 @@ def test_scale_sizes_must_be_integers(field: str, value: object) -> None:
 def test_testbed_bad_options_fail_before_asking_for_root(
         argv: list[str], monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from p4cc.topo import cli as topo_cli
+    from p4cc.experiment import cli as topo_cli
 
     calls: list[str] = []
     monkeypatch.setattr(topo_cli, "_reexec_as_root", calls.append)
@@ -165,7 +165,7 @@ def test_leftovers_ignore_interfaces_another_fabric_made(
 
 
 def test_sim_testbed_saves_versions_with_commit_and_the_sim_seed(tmp_path: Path) -> None:
-    from p4cc.topo.testbed import TestbedConfig, run_testbed
+    from p4cc.experiment.incast import TestbedConfig, run_testbed
 
     cfg = TestbedConfig(topo="star,hosts=3", backend="sim", settings=("SECN1",),
                         duration_s=0.5, interval_s=0.1, out_dir=tmp_path)
@@ -179,8 +179,8 @@ def test_sim_testbed_saves_versions_with_commit_and_the_sim_seed(tmp_path: Path)
 
 
 def test_iperf3_rate_leaves_room_for_headers() -> None:
+    from p4cc.experiment.incast import HEADERS_BYTES, incast_plan, iperf3_app_rate
     from p4cc.scale import get_scale
-    from p4cc.topo.testbed import HEADERS_BYTES, incast_plan, iperf3_app_rate
 
     scale = get_scale("testbed")
     _rx, senders, wire_bps, payload = incast_plan(parse_topo("star,hosts=5"), scale, 1.5)
@@ -232,7 +232,7 @@ def test_stuck_pacer_thread_raises_p4cc_error(monkeypatch: pytest.MonkeyPatch) -
 def test_versions_survive_a_hanging_git(monkeypatch: pytest.MonkeyPatch) -> None:
     import subprocess
 
-    from p4cc.traffic import store
+    from p4cc.experiment import store
 
     real_run = subprocess.run
 
@@ -259,7 +259,7 @@ def test_host_cc_variant_is_checked_before_anything_starts(host_cc: str, pattern
 
 def test_iperf3_servers_not_listening_is_a_switch_error_not_a_missing_tool() -> None:
     from p4cc.errors import SwitchError, ToolMissingError
-    from p4cc.topo.testbed import Incast
+    from p4cc.experiment.incast import Incast
 
     class Host:
         def cmd(self, line: str) -> str:

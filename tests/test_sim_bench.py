@@ -8,7 +8,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from p4cc.sim import bench, ns3bench
+from p4cc.bench import ns3 as ns3bench
+from p4cc.bench import sim as bench
 
 
 def test_ns3_case_skips_with_reason_when_bindings_missing(monkeypatch: pytest.MonkeyPatch

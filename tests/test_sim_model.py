@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from p4cc.analysis.metrics import HEADER_BYTES, ideal_fct, slowdown
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.routes import compute_routes
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.fabric import Fabric, shortest_next_hops
 from p4cc.topo.spec import parse_topo
-from p4cc.traffic.analysis import HEADER_BYTES, ideal_fct, slowdown
 
 
 def _sched(pairs: list[tuple[str, str]], size: int = 0, start: float = 0.0) -> pd.DataFrame:
@@ -104,7 +104,7 @@ def test_fct_of_a_lone_flow_is_wire_size_over_rate_plus_rtt(topo_text: str, src:
 @pytest.mark.parametrize("size,start", [(100, 0.0), (946, 0.3e-6), (3_000, 0.7e-6),
                                         (40_000, 2.25e-6)])
 def test_lone_small_flow_has_slowdown_one(size: int, start: float) -> None:
-    """HPCC slowdown (p4cc.traffic.analysis) of a lone flow is 1 before clipping, also for
+    """HPCC slowdown (p4cc.analysis.metrics) of a lone flow is 1 before clipping, also for
     flows starting inside a step and shorter than one step."""
     topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2", "paper")
     eng = Engine(topo, _sched([("h1", "h3")], size, start), _line())

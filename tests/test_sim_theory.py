@@ -13,8 +13,8 @@ import pytest
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.errors import ConfigError
+from p4cc.experiment.sim_backend import SimBackend, check_spec
 from p4cc.sim import validate
-from p4cc.sim.backend import SimBackend, check_spec
 from p4cc.sim.config import SimConfig, refuse_unsupported
 from p4cc.sim.engine import Engine
 from p4cc.topo.spec import parse_topo

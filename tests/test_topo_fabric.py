@@ -34,7 +34,7 @@ def _skip_reason() -> str | None:
     if importlib.util.find_spec("mininet") is None:
         return "Mininet's Python module is not importable (apt-get install mininet)"
     if not (P4_JSON.is_file() and P4INFO.is_file()):
-        return "compiled P4 program missing in p4src/build (run `make p4`)"
+        return "compiled P4 program missing in p4cc/data/p4 (run `make p4`)"
     try:
         from p4cc.controlplane.thrift import load_runtime_modules
 
@@ -48,8 +48,8 @@ _REASON = _skip_reason()
 if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
-from p4cc.topo.control import FabricControl  # noqa: E402  (needs the control plane)
-from p4cc.topo.testbed import Incast, incast_plan  # noqa: E402
+from p4cc.experiment.incast import Incast, incast_plan  # noqa: E402
+from p4cc.experiment.session import FabricControl  # noqa: E402  (needs the control plane)
 
 INTERVAL = 0.5
 

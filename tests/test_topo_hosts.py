@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from p4cc import doctor
 from p4cc.cli import main
+from p4cc.experiment import doctor
 from p4cc.topo import hosts
 from p4cc.topo.spec import parse_topo
 
@@ -48,7 +48,7 @@ def test_doctor_reports_every_tool_and_fixes(capsys: pytest.CaptureFixture[str])
     names = {c.name for c in checks}
     for want in ("simple_switch_grpc", "simple_switch_CLI", "p4c", "python module mininet",
                  "mnexec", "iperf3", "root", "python modules bm_runtime, sswitch_runtime",
-                 "p4src/build/p4cc.json"):
+                 "p4cc/data/p4/p4cc.json"):
         assert want in names
     assert all(c.fix for c in checks if not c.ok)
     assert main(["doctor"]) == 0

@@ -7,9 +7,9 @@ import pytest
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
-from p4cc.topo.mncli import format_telemetry, parse_ecn_args, parse_telemetry_args
+from p4cc.experiment.incast import TestbedConfig, format_summary, incast_plan, summarize
+from p4cc.experiment.mncli import format_telemetry, parse_ecn_args, parse_telemetry_args
 from p4cc.topo.spec import parse_topo
-from p4cc.topo.testbed import TestbedConfig, format_summary, incast_plan, summarize
 
 
 def _rec(port: int, t: float, q: float, tx: int, marked: int, drops: int = 0) -> PortTelemetry:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from p4cc.traffic import analysis as an
+from p4cc.analysis import metrics as an
 
 
 def test_slowdown_uses_headers_and_clips_at_one() -> None:

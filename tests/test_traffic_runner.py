@@ -12,16 +12,16 @@ from typing import Any
 import pandas as pd
 import pytest
 import yaml
+from replay_backend import ReplayBackend
 
+from p4cc.analysis.metrics import run_labels
+from p4cc.analysis.report import report
+from p4cc.analysis.runs import find_runs, open_run
 from p4cc.cli import main
 from p4cc.errors import ConfigError
-from p4cc.traffic.analysis import run_labels
-from p4cc.traffic.backend import get_backend
-from p4cc.traffic.report import report
-from p4cc.traffic.runner import run_spec
-from p4cc.traffic.spec import parse_spec
-from p4cc.traffic.store import find_runs, open_run
-from p4cc.traffic.testing import ReplayBackend
+from p4cc.experiment.backend import get_backend
+from p4cc.experiment.runner import run_spec
+from p4cc.experiment.spec import parse_spec
 
 DOC: dict[str, Any] = {
     "name": "rt", "backend": "replay", "topology": "star,hosts=8", "scale": "testbed",
@@ -109,7 +109,7 @@ def test_sigterm_marks_run_incomplete(tmp_path: Path) -> None:
 def test_unknown_or_missing_backend() -> None:
     with pytest.raises(ConfigError, match="unknown backend 'ns3'"):
         get_backend("ns3")
-    if importlib.util.find_spec("p4cc.sim.backend") is None:
+    if importlib.util.find_spec("p4cc.experiment.sim_backend") is None:
         with pytest.raises(ConfigError, match="backend 'sim' is not available"):
             get_backend("sim")
     assert get_backend("replay").name == "replay"

@@ -13,8 +13,8 @@ import yaml
 
 from p4cc.cli import main
 from p4cc.errors import ConfigError
-from p4cc.traffic.phases import build_schedule
-from p4cc.traffic.spec import load_spec, parse_spec, resolve
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import load_spec, parse_spec, resolve
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.yaml"))
 

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from p4cc.errors import ConfigError
+from p4cc.experiment.schedule import combine, link_events
+from p4cc.experiment.spec import LinkFailureSpec
 from p4cc.topo.spec import parse_topo
 from p4cc.traffic import workloads as wl
 from p4cc.traffic.cdf import load_cdf, parse_cdf
 from p4cc.traffic.iperf import Iperf3Error, parse_iperf3_json
-from p4cc.traffic.phases import combine, link_events
-from p4cc.traffic.spec import LinkFailureSpec
 
 HOSTS = [f"h{i}" for i in range(1, 9)]
 

@@ -1,4 +1,4 @@
-"""Compile the P4 programs in p4src/ into the committed artifacts in p4src/build/.
+"""Compile the P4 programs in p4src/ into the committed artifacts in p4cc/data/p4/.
 
     python -m p4cc.controlplane.p4build [--p4c PATH] [--check]
 
@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from p4cc.errors import P4ccError, ToolMissingError
+from p4cc.paths import P4_BUILD_DIR, P4SRC_DIR
 
-P4SRC = Path(__file__).resolve().parents[2] / "p4src"
-BUILD_DIR = P4SRC / "build"
+P4SRC = P4SRC_DIR
+BUILD_DIR = P4_BUILD_DIR
 ARTIFACT_SUFFIXES = (".json", ".p4info.txtpb")
 P4C_HINT = (
     "p4c (the P4_16 reference compiler, with its BMv2 backend) is not installed: "
@@ -127,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  and __doc__.splitlines()[0])
     ap.add_argument("--p4c", default=None, help="p4c executable (default: p4c on PATH)")
     ap.add_argument("--check", action="store_true",
-                    help="compile to a temp dir and compare with p4src/build/")
+                    help="compile to a temp dir and compare with p4cc/data/p4/")
     args = ap.parse_args(argv)
     try:
         if args.check:
@@ -135,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for line in problems:
                 print(line, file=sys.stderr)
             if not problems:
-                print("p4src/build/ matches the sources")
+                print("p4cc/data/p4/ matches the sources")
             return 1 if problems else 0
         for path in build(p4c=args.p4c):
             print(path)

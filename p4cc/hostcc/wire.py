@@ -97,6 +97,11 @@ def data_overhead() -> int:
     return IP_UDP_LEN + DATA_HDR_LEN + ICRC_LEN
 
 
+#: Bytes of every data frame on the wire that are not payload (Ethernet + IPv4 + UDP +
+#: BTH/RETH-style header + ICRC): 66 B, as the host transport puts them on the wire.
+DATA_FRAME_OVERHEAD_BYTES = ETH_LEN + data_overhead()
+
+
 def encode_data(
     qpn: int, psn: int, msg_len: int, payload: bytes, *, last: bool, ackreq: bool, retx: bool
 ) -> bytes:

@@ -6,7 +6,7 @@ until ``stop_s``; ``after`` >= 0 holds a flow until that flow completes.
 
 Sizes are payload bytes, as for the host transport (p4cc.hostcc): on the wire a flow is
 its payload plus ``HEADER_BYTES`` per packet of ``pkt_bytes`` (the header count the
-slowdown of p4cc.traffic.analysis uses), and ``bytes_delivered`` is reported in payload.
+slowdown of p4cc.analysis.metrics uses), and ``bytes_delivered`` is reported in payload.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from p4cc.errors import ConfigError
+from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES as HEADER_BYTES
 from p4cc.sim.fabric import Fabric
-from p4cc.traffic.analysis import HEADER_BYTES
 
 #: Columns of the per-flow records the simulator emits (one row per scheduled flow).
 FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",

@@ -32,9 +32,8 @@ from p4cc.topo.spec import SwitchSpec, TopoSpec
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]
-P4_JSON = REPO / "p4src" / "build" / "p4cc.json"
-P4INFO = REPO / "p4src" / "build" / "p4cc.p4info.txtpb"
+from p4cc.paths import P4_JSON, P4INFO  # noqa: E402  (re-exported)
+
 MININET_HINT = ("install Mininet (Debian/Ubuntu: `apt-get install mininet`, or `make setup` "
                 "as root) and use the venv made by `make venv`, which sees the "
                 "distribution's Python modules")
@@ -150,7 +149,7 @@ def preflight(topo: TopoSpec, options: FabricOptions) -> None:
         if missing:
             raise ToolMissingError(
                 "compiled P4 program missing: " + ", ".join(str(p) for p in missing)
-                + "; run `make p4` (needs p4c) or restore p4src/build/ from git"
+                + "; run `make p4` (needs p4c) or restore p4cc/data/p4/ from git"
             )
     taken = [i for i in hostcfg.root_interface_names(topo) if interface_exists(i)]
     if taken:

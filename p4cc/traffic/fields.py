@@ -1,6 +1,6 @@
 """Field parsers for experiment specs: each error names the field path.
 
-Used by p4cc.traffic.spec; a *time value* is a number of seconds on this fabric, a string
+Used by p4cc.experiment.spec; a *time value* is a number of seconds on this fabric, a string
 with a unit ("500ms"), or ``{paper_time: x}`` converted with ``Scale.time``.
 """
 

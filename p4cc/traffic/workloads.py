@@ -2,7 +2,7 @@
 
 Schedule columns (``SCHEDULE_COLUMNS``; documented in docs/traffic.md):
 
-* ``flow_id`` int: 0..n-1 in start order (assigned by ``p4cc.traffic.phases``);
+* ``flow_id`` int: 0..n-1 in start order (assigned by ``p4cc.experiment.schedule``);
   generators number their own rows 0..k-1 and ``after`` refers to those numbers.
 * ``start_s`` float: earliest start, seconds since the run started.
 * ``src``, ``dst`` str: host names (``h1``...).

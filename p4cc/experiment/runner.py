@@ -19,10 +19,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from p4cc.traffic.backend import Backend, Progress, get_backend
-from p4cc.traffic.phases import build_schedule
-from p4cc.traffic.spec import ExperimentSpec, resolve
-from p4cc.traffic.store import RunWriter
+from p4cc.experiment.backend import Backend, Progress, get_backend
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import ExperimentSpec, resolve
+from p4cc.experiment.store import RunWriter
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from replay_backend import ReplayBackend
 
-from p4cc.traffic.phases import build_schedule
-from p4cc.traffic.report import report
-from p4cc.traffic.runner import run_spec
-from p4cc.traffic.spec import parse_spec
-from p4cc.traffic.testing import ReplayBackend
+from p4cc.analysis.report import report
+from p4cc.experiment.runner import run_spec
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import parse_spec
 
 
 def _spec(workload: dict[str, Any], duration_s: float, interval_s: float | None = None) -> Any:

@@ -22,7 +22,7 @@ thread competing for the CPU).  Per program and repetition:
 
 The switch runs with ``--log-level off`` (see make_switch; ``--log-level ''`` gives
 BMv2's default, trace).  Then the ratios p4cc/l3min (goal >= 0.8), the BMv2 build flags,
-and the control-loop case of p4cc.controlplane.loopbench.  Without BMv2, root or the
+and the control-loop case of p4cc.bench.controlloop.  Without BMv2, root or the
 compiled programs each case yields ``{"case": ..., "skipped": reason}``.
 """
 
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p4cc.controlplane import loopbench
+from p4cc.bench import controlloop as loopbench
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.topo.veth import veth_pairs
 

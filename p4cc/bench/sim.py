@@ -5,7 +5,7 @@ Keys: ``case``, ``sim_s_per_wall_s`` (simulated seconds per wall-clock second),
 one flow for one step; for RL-CC one decision per flow per base RTT), plus the step
 ``dt_s``, flow counts and wall time.  All at the paper scale (25 Gb/s, 8 µs RTT).
 ``ns3_incast_8to1`` and ``ns3_leafspine288_websearch60`` run ns-3 on the same
-scenarios in the same run and report the ratio (p4cc.sim.ns3bench; ``skipped``
+scenarios in the same run and report the ratio (p4cc.bench.ns3; ``skipped``
 records without the ns3 package).
 """
 
@@ -20,12 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from p4cc.bench.ns3 import ns3_incast, ns3_leafspine
 from p4cc.controlplane.ecn import static_setting
 from p4cc.hostcc.rlcc_policies import ReferencePolicy
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.envs import RlccEnv
-from p4cc.sim.ns3bench import ns3_incast, ns3_leafspine
 from p4cc.sim.validate import NVIDIA_CNP_INTERVAL_S
 from p4cc.topo.spec import TopoSpec, parse_topo
 from p4cc.traffic.cdf import load_cdf

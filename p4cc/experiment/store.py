@@ -1,8 +1,10 @@
-"""The run store: one directory per (experiment, agent variant[, seed]).
+"""The run store, writing side (``p4cc.analysis.runs`` reads runs back).
+
+One directory per (experiment, agent variant[, seed]).
 
 Layout of ``runs/<name>/<variant>/`` (docs/traffic.md):
 
-* ``spec.resolved.yaml`` full resolved config (``p4cc.traffic.spec.resolve``) + run info
+* ``spec.resolved.yaml`` full resolved config (``p4cc.experiment.spec.resolve``) + run info
 * ``seeds.json``, ``versions.json`` (python, numpy, pandas, p4cc, BMv2/p4c, git commit)
 * ``schedule.csv``, ``link_events.csv`` what was played
 * ``telemetry.csv`` (``PortTelemetry.to_row``), ``flows.csv``, ``hostcc.csv``,
@@ -23,7 +25,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import IO, Any
@@ -34,10 +35,10 @@ import yaml
 
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import P4ccError
+from p4cc.paths import REPO_ROOT
 
 log = logging.getLogger(__name__)
 
-REPO_DIR = Path(__file__).resolve().parents[2]
 
 
 def _tool_version(argv: list[str]) -> str | None:
@@ -58,12 +59,12 @@ def software_versions() -> dict[str, Any]:
     except metadata.PackageNotFoundError:
         p4cc_version = None
     commit = dirty = None
-    if shutil.which("git") and (REPO_DIR / ".git").exists():
+    if shutil.which("git") and (REPO_ROOT / ".git").exists():
         try:  # a slow or broken git must not fail the run: the versions say null
-            res = subprocess.run(["git", "-C", str(REPO_DIR), "rev-parse", "HEAD"],
+            res = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
                                  capture_output=True, text=True, timeout=10, check=False)
             commit = res.stdout.strip() or None
-            res = subprocess.run(["git", "-C", str(REPO_DIR), "status", "--porcelain"],
+            res = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"],
                                  capture_output=True, text=True, timeout=10, check=False)
             dirty = bool(res.stdout.strip()) if res.returncode == 0 else None
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -120,7 +121,7 @@ class _Table:
 
 
 class RunWriter:
-    """Creates a run directory and implements ``p4cc.traffic.backend.RunSink``."""
+    """Creates a run directory and implements ``p4cc.experiment.backend.RunSink``."""
 
     def __init__(self, path: Path, resolved: Mapping[str, Any], *, variant: str, agent: str,
                  seed: int, backend: str, outputs: Iterable[str] | None = None) -> None:
@@ -202,77 +203,3 @@ class RunWriter:
         self.log(f"finished: complete={complete} reason={reason}")
         self._log.close()
         self._status(complete, reason, elapsed_s=time.time() - self._started, **extra)
-
-
-@dataclass
-class Run:
-    """A stored run, read back (lazily) for analysis."""
-
-    path: Path
-    meta: dict[str, Any]
-    status: dict[str, Any]
-    _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
-
-    @property
-    def label(self) -> str:
-        info = self.meta.get("run", {})
-        return str(info.get("variant") or self.path.name)
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.status.get("complete"))
-
-    def table(self, name: str) -> pd.DataFrame:
-        """``<name>.csv`` as a DataFrame (empty if the run wrote none)."""
-        if name not in self._cache:
-            p = self.path / f"{name}.csv"
-            try:
-                df = pd.read_csv(p) if p.is_file() and p.stat().st_size else pd.DataFrame()
-            except pd.errors.EmptyDataError:
-                df = pd.DataFrame()
-            self._cache[name] = df
-        return self._cache[name]
-
-    @property
-    def flows(self) -> pd.DataFrame:
-        return self.table("flows")
-
-    @property
-    def telemetry(self) -> pd.DataFrame:
-        return self.table("telemetry")
-
-    @property
-    def schedule(self) -> pd.DataFrame:
-        return self.table("schedule")
-
-
-def open_run(path: str | Path) -> Run:
-    p = Path(path)
-    spec_file = p / "spec.resolved.yaml"
-    if not spec_file.is_file():
-        raise P4ccError(f"{p} is not a run directory (no spec.resolved.yaml); pass "
-                        f"runs/<name>/<variant>")
-    meta = yaml.safe_load(spec_file.read_text()) or {}
-    status_file = p / "status.json"
-    status = (json.loads(status_file.read_text()) if status_file.is_file()
-              else {"complete": False, "reason": "no status.json"})
-    return Run(p, meta, status)
-
-
-def find_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """Open each path; a directory without spec.resolved.yaml is searched one level down
-    (``runs/<name>`` -> all its variants)."""
-    runs: list[Run] = []
-    for raw in paths:
-        p = Path(raw)
-        if (p / "spec.resolved.yaml").is_file():
-            runs.append(open_run(p))
-        elif p.is_dir():
-            subs = sorted(d for d in p.iterdir() if (d / "spec.resolved.yaml").is_file()
-                          and ".prev-" not in d.name)  # runs moved aside by a re-run
-            if not subs:
-                raise P4ccError(f"{p} holds no runs (no */spec.resolved.yaml)")
-            runs += [open_run(d) for d in subs]
-        else:
-            raise P4ccError(f"run directory {p} does not exist")
-    return runs

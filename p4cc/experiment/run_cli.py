@@ -5,16 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from p4cc.traffic.spec import BACKENDS
+from p4cc.experiment.spec import BACKENDS
 
 
 def _run(args: argparse.Namespace) -> int:
-    from p4cc.traffic.runner import run_spec
-    from p4cc.traffic.spec import load_spec
+    from p4cc.experiment.runner import run_spec
+    from p4cc.experiment.spec import load_spec
 
     spec = load_spec(args.spec)  # ConfigError -> exit 2 with the message (p4cc.cli)
     if args.check:
-        from p4cc.traffic.backend import get_backend
+        from p4cc.experiment.backend import get_backend
 
         # what the chosen backend cannot honour, too (e.g. storage workloads on bmv2)
         get_backend(args.backend or spec.backend).check(spec)
@@ -28,7 +28,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from p4cc.traffic.report import report
+    from p4cc.analysis.report import report
 
     print(report(args.runs, out=args.out, baseline=args.baseline))
     return 0

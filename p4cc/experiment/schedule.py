@@ -16,10 +16,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from p4cc.experiment.spec import CDF_TYPES, ExperimentSpec, LinkFailureSpec, WorkloadSpec
 from p4cc.topo.spec import TopoSpec
 from p4cc.traffic import workloads as wl
 from p4cc.traffic.cdf import load_cdf
-from p4cc.traffic.spec import CDF_TYPES, ExperimentSpec, LinkFailureSpec, WorkloadSpec
 
 LINK_EVENT_COLUMNS = ["t_s", "action", "a", "a_port", "b", "b_port", "failure"]
 

@@ -4,7 +4,7 @@ A backend plays one (spec, seed, agent variant): it starts the fabric (BMv2 + Mi
 the simulator), runs ``agent_name`` on every switch with interval ``spec.interval_s``,
 plays the schedule (``p4cc.traffic.workloads.SCHEDULE_COLUMNS``; ``after`` = start when
 that flow completes, ``cls == "bulk"`` = iperf3 until ``stop_s``) and the link events
-(``p4cc.traffic.phases.LINK_EVENT_COLUMNS``), and writes what it measures through the
+(``p4cc.experiment.schedule.LINK_EVENT_COLUMNS``), and writes what it measures through the
 sink *as it goes* so that an interrupted run keeps its data.  It must stop everything it
 started before ``run`` returns or raises.
 """
@@ -20,7 +20,7 @@ import pandas as pd
 
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
-from p4cc.traffic.spec import ExperimentSpec
+from p4cc.experiment.spec import ExperimentSpec
 
 #: Per-flow records (``RunSink.flows``): one row per scheduled flow that started.
 #: ``fct_s`` = end_s - start_s (NaN if not completed); ``bytes_rx`` application bytes
@@ -30,9 +30,9 @@ FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "sta
 
 #: backend name -> "module:Class" (imported only when asked for).
 BACKENDS = {
-    "sim": "p4cc.sim.backend:SimBackend",
-    "bmv2": "p4cc.traffic.bmv2_backend:Bmv2Backend",
-    "replay": "p4cc.traffic.testing:ReplayBackend",
+    "sim": "p4cc.experiment.sim_backend:SimBackend",
+    "bmv2": "p4cc.experiment.bmv2.backend:Bmv2Backend",
+    "replay": "replay_backend:ReplayBackend",
 }
 
 Progress = Callable[[float], None]  # called with the run time reached, seconds
@@ -40,7 +40,7 @@ Progress = Callable[[float], None]  # called with the run time reached, seconds
 
 @runtime_checkable
 class RunSink(Protocol):
-    """Where a backend writes results (implemented by ``p4cc.traffic.store.RunWriter``).
+    """Where a backend writes results (implemented by ``p4cc.experiment.store.RunWriter``).
     Every call appends to disk immediately."""
 
     path: Path
@@ -90,5 +90,5 @@ def get_backend(name: str) -> Backend:
         ) from None
     backend = cls()
     if not isinstance(backend, Backend):
-        raise ConfigError(f"{target} does not implement p4cc.traffic.backend.Backend")
+        raise ConfigError(f"{target} does not implement p4cc.experiment.backend.Backend")
     return backend

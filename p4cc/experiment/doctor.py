@@ -11,10 +11,10 @@ import os
 import shutil
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD = REPO / "p4src" / "build"
+from p4cc.paths import P4_BUILD_DIR
+
+BUILD = P4_BUILD_DIR
 
 BMV2_FIX = (
     "Ubuntu: install the p4lang project's prebuilt package p4lang-bmv2 (see README.md, "
@@ -117,10 +117,10 @@ def run_checks() -> list[Check]:
     ]
     for name in ("p4cc.json", "p4cc.p4info.txtpb"):
         path = BUILD / name
-        checks.append(Check(f"p4src/build/{name}", path.is_file(),
+        checks.append(Check(f"p4cc/data/p4/{name}", path.is_file(),
                             str(path) if path.is_file() else "missing",
                             "" if path.is_file() else "run `make p4` (needs p4c) or restore "
-                            "p4src/build/ from git", "bmv2"))
+                            "p4cc/data/p4/ from git", "bmv2"))
     return checks
 
 

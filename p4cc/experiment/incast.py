@@ -24,11 +24,11 @@ from typing import Any
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.records import PortTelemetry
-from p4cc.doctor import resolve_backend as doctor_resolve_backend
 from p4cc.errors import ConfigError, SwitchError, ToolMissingError
+from p4cc.experiment.doctor import resolve_backend as doctor_resolve_backend
+from p4cc.experiment.session import FabricControl
 from p4cc.scale import Scale, get_scale
 from p4cc.topo.build import Fabric, FabricOptions
-from p4cc.topo.control import FabricControl
 from p4cc.topo.spec import TopoSpec, parse_topo
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ class TestbedConfig:
 
 
 def resolve_backend(requested: str) -> str:
-    """p4cc.doctor.resolve_backend for this experiment."""
+    """p4cc.experiment.doctor.resolve_backend for this experiment."""
     return doctor_resolve_backend(requested, "the incast")
 
 
@@ -216,8 +216,8 @@ def format_summary(rows: list[PortSummary], ecn: dict[str, EcnConfig]) -> str:
 
 # -- the experiment --------------------------------------------------------------------
 def _versions() -> dict[str, str]:
-    from p4cc.doctor import run_checks
-    from p4cc.traffic.store import software_versions
+    from p4cc.experiment.doctor import run_checks
+    from p4cc.experiment.store import software_versions
 
     # git commit/dirty and library versions as every `p4cc run` directory has them
     v = {k: str(x) for k, x in software_versions().items() if x is not None}
@@ -347,7 +347,7 @@ def _run_phase(fabric: Fabric, ctl: FabricControl, cfg: TestbedConfig, receiver:
 
 def run_cli(topo_text: str, scale: str = "testbed", interval_s: float = 0.5) -> None:
     """Mininet's CLI on a fabric with the control plane running."""
-    from p4cc.topo.mncli import make_cli
+    from p4cc.experiment.mncli import make_cli
 
     resolve_backend("bmv2")
     topo = parse_topo(topo_text, get_scale(scale))

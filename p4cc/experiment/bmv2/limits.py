@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 
 from p4cc.errors import ConfigError, ToolMissingError
-from p4cc.traffic.spec import ExperimentSpec
+from p4cc.experiment.spec import ExperimentSpec
 
 #: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
 #: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
@@ -67,7 +67,7 @@ def check_spec(spec: ExperimentSpec) -> None:
                 f"workloads[{i}] ({w.type}) has flows that start when another completes "
                 f"(schedule column 'after'); the bmv2 backend plays start times only: use "
                 f"--backend sim, or partition_aggregate without query_bytes")
-    from p4cc.doctor import bmv2_missing
+    from p4cc.experiment.doctor import bmv2_missing
 
     missing = bmv2_missing()
     if missing:

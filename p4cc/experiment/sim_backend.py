@@ -1,4 +1,4 @@
-"""``SimBackend``: p4cc.traffic.backend.Backend played on the simulator.
+"""``SimBackend``: p4cc.experiment.backend.Backend played on the simulator.
 
 The same spec, schedule, link events and agents as the BMv2 backend: one agent per
 switch gets that switch's PortTelemetry every ``spec.interval_s`` and returns EcnConfig
@@ -20,9 +20,9 @@ from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError, P4ccError
+from p4cc.experiment.spec import OUTPUTS
 from p4cc.sim.config import SimConfig, refuse_unsupported
 from p4cc.sim.engine import Engine
-from p4cc.traffic.spec import OUTPUTS
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def _apply(eng: Engine, sw: str, agent: Agent, obs: Mapping[int, PortTelemetry],
 
 
 def flow_rows(eng: Engine) -> list[dict[str, Any]]:
-    """Flow records in p4cc.traffic.backend.FLOW_RECORD_COLUMNS (flows that started)."""
+    """Flow records in p4cc.experiment.backend.FLOW_RECORD_COLUMNS (flows that started)."""
     df = eng.flow_records()
     df = df[np.isfinite(df["start_s"])]
     out = pd.DataFrame({

@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from p4cc.analysis.runs import Run
 from p4cc.errors import P4ccError
 from p4cc.hostcc import wire
-from p4cc.traffic.store import Run
 
 MICE_BYTES = 100_000  # mice < 100 KB (ACC §5; PET Fig. 4 (b)(c) says (0, 100KB])
 ELEPHANT_BYTES = 10_000_000  # elephants >= 10 MB (PET Fig. 4 (d): [10MB, inf))
 #: Per-packet header bytes of the p4cc transport on the wire: Ethernet 14 + IPv4 20 +
 #: UDP 8 + BTH 12 + p4cc data header 8 + ICRC 4 = 66 (p4cc.hostcc.wire, docs/hostcc.md);
 #: HPCC's analysis adds its own header size per packet the same way.
-HEADER_BYTES = wire.ETH_LEN + wire.data_overhead()
+HEADER_BYTES = wire.DATA_FRAME_OVERHEAD_BYTES
 STORAGE_CLASSES = ("read", "write")
 
 

@@ -3,7 +3,7 @@
 The pacing cases need root: they build two network namespaces (``p4cch-bench-a/b``)
 joined by a veth pair, pace a flow with HTB in one and time the arrivals in the other
 (no BMv2).  Without root they yield one skip record naming why.  The CC decision cases
-come from ``p4cc.hostcc.bench_cc.cases()`` when that module is installed.
+come from ``p4cc.bench.hostcc_cc.cases()`` when that module is installed.
 """
 
 from __future__ import annotations
@@ -165,8 +165,8 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
         finally:
             _net_down()
     try:
-        bench_cc = importlib.import_module("p4cc.hostcc.bench_cc")
+        bench_cc = importlib.import_module("p4cc.bench.hostcc_cc")
     except ModuleNotFoundError:
-        yield {"case": "cc_decisions", "skipped": "p4cc.hostcc.bench_cc not installed"}
+        yield {"case": "cc_decisions", "skipped": "p4cc.bench.hostcc_cc not installed"}
         return
     yield from bench_cc.cases()

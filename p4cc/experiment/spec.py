@@ -36,7 +36,7 @@ from p4cc.traffic.fields import (
 )
 from p4cc.traffic.workloads import STORAGE_PATTERNS
 
-BACKENDS = ("sim", "bmv2", "replay")  # replay: p4cc.traffic.testing, for tests only
+BACKENDS = ("sim", "bmv2", "replay")  # replay: replay_backend, for tests only
 HOST_CC = ("dcqcn", "rlcc", "fixed", "tcp")
 OUTPUTS = ("telemetry", "flows", "hostcc", "int")
 CDF_TYPES = (*sorted(BUILTIN_CDFS), "cdf")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.analysis import metrics as an
+from p4cc.analysis import plots
+from p4cc.analysis.runs import Run, find_runs
 from p4cc.errors import P4ccError
-from p4cc.traffic import analysis as an
-from p4cc.traffic import plots
-from p4cc.traffic.store import Run, find_runs
 
 HEADLINE = ["fct_all_avg_s", "fct_all_p99_s", "fct_mice_avg_s", "fct_mice_p99_s",
             "fct_elephant_avg_s", "slowdown_p50", "slowdown_p99", "qlen_avg_bytes",

@@ -28,14 +28,14 @@ def _reexec_as_root(command: str) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from p4cc.doctor import main
+    from p4cc.experiment.doctor import main
 
     return main()
 
 
 def _testbed(args: argparse.Namespace) -> int:
     """The default experiment (examples/testbed.yaml) with its report."""
-    from p4cc.traffic.default import resolve_backend, run_default_experiment
+    from p4cc.experiment.default import resolve_backend, run_default_experiment
 
     backend = resolve_backend(args.backend)
     if backend == "bmv2":
@@ -46,9 +46,9 @@ def _testbed(args: argparse.Namespace) -> int:
 
 def _incast(args: argparse.Namespace) -> int:
     from p4cc.controlplane.ecn import static_setting
+    from p4cc.experiment.incast import TestbedConfig, run_testbed
     from p4cc.scale import get_scale
     from p4cc.topo.spec import parse_topo
-    from p4cc.topo.testbed import TestbedConfig, run_testbed
 
     cfg = TestbedConfig(
         topo=args.topo, scale=args.scale, backend=args.backend,
@@ -70,7 +70,7 @@ def _incast(args: argparse.Namespace) -> int:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from p4cc.topo.testbed import run_cli
+    from p4cc.experiment.incast import run_cli
 
     _reexec_as_root("cli")
     run_cli(args.topo, scale=args.scale, interval_s=args.interval)

@@ -16,7 +16,6 @@ import shutil
 import statistics
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from p4cc.controlplane.ecn import EcnConfig
@@ -24,12 +23,11 @@ from p4cc.controlplane.loop import ControlLoop, LoopConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import TelemetryPoller
+from p4cc.paths import p4_artifacts
 from p4cc.topo.bmv2 import Bmv2Process
 from p4cc.topo.spec import SwitchSpec, TopoSpec, parse_topo
 
-ROOT = Path(__file__).resolve().parents[2]
-P4INFO = ROOT / "p4src" / "build" / "p4cc.p4info.txtpb"
-BMV2_JSON = ROOT / "p4src" / "build" / "p4cc.json"
+P4INFO, BMV2_JSON = p4_artifacts("p4cc")
 CASE = "control_loop_8port"
 
 

@@ -2,7 +2,7 @@
 
 ``run_default_experiment()`` picks the backend (``auto``: BMv2 when ``p4cc doctor`` says
 it is usable, else the simulator, saying why), runs every agent variant of the spec
-through p4cc.traffic.runner.run_spec, builds the comparison report and returns its
+through p4cc.experiment.runner.run_spec, builds the comparison report and returns its
 path (printed too).
 """
 
@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from p4cc.doctor import resolve_backend as doctor_resolve_backend
-from p4cc.traffic.report import report
-from p4cc.traffic.runner import run_spec
-from p4cc.traffic.spec import load_spec
+from p4cc.analysis.report import report
+from p4cc.experiment.doctor import resolve_backend as doctor_resolve_backend
+from p4cc.experiment.runner import run_spec
+from p4cc.experiment.spec import load_spec
+from p4cc.paths import DATA_DIR
 
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_SPEC = REPO / "examples" / "testbed.yaml"
+DEFAULT_SPEC = DATA_DIR / "testbed.yaml"
 
 
 def resolve_backend(requested: str = "auto") -> str:
-    """p4cc.doctor.resolve_backend for the default experiment."""
+    """p4cc.experiment.doctor.resolve_backend for the default experiment."""
     return doctor_resolve_backend(requested, "the default experiment")
 
 

@@ -20,8 +20,8 @@ import pandas as pd
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
-from p4cc.traffic.backend import Progress, RunSink
-from p4cc.traffic.spec import ExperimentSpec
+from p4cc.experiment.backend import Progress, RunSink
+from p4cc.experiment.spec import ExperimentSpec
 
 
 def _unit(text: str) -> float:

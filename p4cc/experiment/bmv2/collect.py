@@ -14,8 +14,8 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.experiment.bmv2 import hosts as hp
 from p4cc.topo.spec import TopoSpec
-from p4cc.traffic import bmv2_hosts as hp
 
 
 def _payload(topo: TopoSpec) -> int:

@@ -11,8 +11,8 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError, P4ccError
 
 if TYPE_CHECKING:
+    from p4cc.experiment.session import FabricControl
     from p4cc.topo.build import Fabric
-    from p4cc.topo.control import FabricControl
 
 
 def _port(text: str) -> int:

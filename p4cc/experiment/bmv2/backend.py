@@ -1,4 +1,4 @@
-"""``Bmv2Backend``: p4cc.traffic.backend.Backend played on Mininet + BMv2 (docs/emulation.md).
+"""``Bmv2Backend``: p4cc.experiment.backend.Backend played on Mininet + BMv2 (docs/emulation.md).
 
 One run: build the Fabric, push p4cc's pipeline and static settings to every switch
 (SwitchControl.setup), give every switch one ControlLoop running the agent variant every
@@ -27,12 +27,10 @@ from typing import Any
 
 import pandas as pd
 
-from p4cc.scale import Scale
-from p4cc.topo.spec import TopoSpec
-from p4cc.traffic import bmv2_collect as collect
-from p4cc.traffic import bmv2_control as ctlmod
-from p4cc.traffic import bmv2_hosts as hp
-from p4cc.traffic.bmv2_limits import (
+from p4cc.experiment.bmv2 import collect
+from p4cc.experiment.bmv2 import control as ctlmod
+from p4cc.experiment.bmv2 import hosts as hp
+from p4cc.experiment.bmv2.limits import (
     GO_LEAD_S,
     INT_SOURCES,
     IPERF_BASE_PORT,
@@ -43,7 +41,9 @@ from p4cc.traffic.bmv2_limits import (
     check_spec,
     probe_interval_s,
 )
-from p4cc.traffic.spec import ExperimentSpec
+from p4cc.experiment.spec import ExperimentSpec
+from p4cc.scale import Scale
+from p4cc.topo.spec import TopoSpec
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ class _Run:
             self.senders[h] = [int(x) for x in rows["flow_id"]]
             last = max(float(f["start_s"]) for f in flows)
             nic = self.topo.link_at(h, 0).rate_bps
-            argv = [py, "-m", "p4cc.traffic.bmv2_hosts", "--ready", str(d / "ready"),
+            argv = [py, "-m", "p4cc.experiment.bmv2.hosts", "--ready", str(d / "ready"),
                     "--go", str(go), "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),

@@ -4,7 +4,7 @@ Every process runs inside its Mininet host (``host.popen``) with this venv's Pyt
 writes under ``<run>/hosts/<host>/``.  Senders must start their schedules at one common
 instant ``t0``, but a Python process needs a second or more to import p4cc on a busy
 two-core machine, so each sender is started through this module's ``__main__``
-(``python -m p4cc.traffic.bmv2_hosts --ready R --go G -- host send ...``): it imports
+(``python -m p4cc.experiment.bmv2.hosts --ready R --go G -- host send ...``): it imports
 p4cc, creates ``R``, waits for ``G`` (written by the backend once every sender is
 ready; it holds t0 as a Unix time), waits until t0 and then runs ``p4cc host send``
 unchanged.  Flow start times in the ``--schedule`` file are therefore relative to t0.
@@ -171,7 +171,7 @@ def read_go(path: Path, deadline: float) -> float | None:
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m p4cc.traffic.bmv2_hosts")
+    parser = argparse.ArgumentParser(prog="python -m p4cc.experiment.bmv2.hosts")
     parser.add_argument("--ready", required=True, help="file to create once imported")
     parser.add_argument("--go", required=True, help="file holding t0 (Unix time)")
     parser.add_argument("--nic-rate", type=float, default=0.0,

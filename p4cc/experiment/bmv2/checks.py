@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from p4cc.traffic.store import open_run
+from p4cc.analysis.runs import open_run
 
 
 def skip_reason() -> str | None:
@@ -32,7 +32,7 @@ def skip_reason() -> str | None:
             return f"{tool} not installed (see `p4cc doctor`)"
     if importlib.util.find_spec("mininet") is None:
         return "Mininet's Python module is not importable (apt-get install mininet)"
-    from p4cc.doctor import bmv2_missing
+    from p4cc.experiment.doctor import bmv2_missing
 
     missing = bmv2_missing()
     if missing:

@@ -57,7 +57,7 @@ class RecordingAgent:
 
 def prioritise_switches(fabric: Any, topo: TopoSpec, nice: int) -> list[str]:
     """Give every thread of every BMv2 process of ``fabric`` the nice value ``nice``
-    (p4cc.traffic.bmv2_limits.SWITCH_NICE explains why); return log lines."""
+    (p4cc.experiment.bmv2.limits.SWITCH_NICE explains why); return log lines."""
     lines, done = [], 0
     for sw in topo.switches:
         pid = fabric.bmv2(sw.name).pid
