@@ -21,7 +21,7 @@ help:
 	@echo "make cli       Mininet CLI on TOPO=$(TOPO) with the control plane running"
 	@echo "make test      default tests (no root, BMv2 or Mininet needed)"
 	@echo "make test-all  also the bmv2/root/mininet/slow tests where the tools exist"
-	@echo "make lint      ruff + mypy"
+	@echo "make lint      ruff + mypy + import contracts (lint-imports)"
 
 $(BIN)/.stamp: pyproject.toml
 	@[ -n "$(PY)" ] || { echo "error: no python3 found; install python3 (>= 3.10)"; exit 1; }
@@ -61,6 +61,7 @@ test-all: setup
 lint: venv
 	$(BIN)/ruff check p4cc tests
 	$(BIN)/mypy p4cc
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
