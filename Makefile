@@ -31,7 +31,7 @@ $(BIN)/.stamp: pyproject.toml
 	  else echo "error: $(PY) lacks venv/ensurepip; install python3-venv"; exit 1; fi; }
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,train]'
 	@touch $@
 
 venv: $(BIN)/.stamp

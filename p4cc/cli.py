@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "p4cc.hostcc.cli",
     "p4cc.experiment.run_cli",
     "p4cc.sim.cli",
+    "p4cc.learn.cli",
 )
 
 #: ``p4cc bench NAME``: NAME -> "module:function"; the function takes the remaining
@@ -29,6 +30,7 @@ BENCHMARKS = {
     "hostcc": "p4cc.bench.hostcc:run",
     "traffic": "p4cc.bench.traffic:run",
     "sim": "p4cc.bench.sim:run",
+    "agents": "p4cc.bench.agents:run",
 }
 
 

@@ -19,6 +19,10 @@ P4_BUILD_DIR = DATA_DIR / "p4"
 #: p4cc's own pipeline.
 P4_JSON = P4_BUILD_DIR / "p4cc.json"
 P4INFO = P4_BUILD_DIR / "p4cc.p4info.txtpb"
+#: Package data of the traffic generators (flow-size CDFs) and of the host CC
+#: (reference RL-CC policies).
+TRAFFIC_DATA_DIR = PACKAGE_DIR / "traffic" / "data"
+HOSTCC_DATA_DIR = PACKAGE_DIR / "hostcc" / "data"
 #: The source checkout holding this package (meaningful only in a checkout: see
 #: ``in_checkout``).
 REPO_ROOT = PACKAGE_DIR.parent

@@ -62,7 +62,7 @@ control P4ccEgress(inout headers_t hdr,
             /* INT report on its way to CPU_PORT: no marking, counting or INT push. */
             int_report.apply(hdr, meta, standard_metadata);
         } else {
-            /* Mark first so that port_marked and the INT record see the final ECN. */
+            /* Mark first so that port_marked counts, and an INT report carries, the final ECN. */
             ecn.apply(hdr, meta, standard_metadata);
             telemetry.apply(hdr, meta, standard_metadata);
             if (meta.int_source == 1 || hdr.int_shim.isValid()) {

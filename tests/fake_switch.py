@@ -48,6 +48,8 @@ class FakeP4RuntimeServicer:
         self.counters: dict[int, dict[int, tuple[int, int]]] = {}
         self.streams: dict[int, tuple[tuple[int, int], queue.Queue[Any]]] = {}
         self.writes = 0
+        #: every update applied, in order: (type, entity kind, table id or 0)
+        self.updates: list[tuple[str, str, int]] = []
         self.fail_writes: int = 0  # next N writes fail with UNAVAILABLE (fault injection)
         self._next_stream = 0
 
@@ -142,6 +144,7 @@ class FakeP4RuntimeServicer:
         field = upd.entity.WhichOneof("entity")
         msg = getattr(upd.entity, field)
         kind = p4runtime_pb2.Update.Type.Name(upd.type)
+        self.updates.append((kind, field, msg.table_id if field == "table_entry" else 0))
         if field == "table_entry" and msg.is_default_action:
             if kind != "MODIFY":
                 return code_pb2.INVALID_ARGUMENT, "default entries can only be modified"
@@ -241,6 +244,15 @@ class FakeP4RuntimeServer:
         tid = info.table_id(table)
         entries = self.servicer.entries.items()
         return [m for k, m in entries if k[0] == "table" and m.table_id == tid]
+
+    def update_types(self, table: str) -> list[str]:
+        """The types (INSERT, MODIFY, DELETE) of every update written to ``table``."""
+        info = self.servicer.p4info
+        if info is None:
+            return []
+        tid = info.table_id(table)
+        return [kind for kind, field, t in self.servicer.updates
+                if field == "table_entry" and t == tid]
 
     def default_action(self, table: str) -> Any:
         info = self.servicer.p4info

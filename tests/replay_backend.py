@@ -1,5 +1,7 @@
 """``ReplayBackend``: a deterministic stand-in backend for tests of the runner and report.
 
+Not a backend a spec can name: tests pass an instance to ``run_spec``.
+
 It measures nothing.  It walks the run in steps of ``spec.interval_s``, writes a
 synthetic ``PortTelemetry`` for every switch port and, for each flow that completes in
 the step, a flow record whose FCT is the ideal FCT times a factor derived from the agent
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from p4cc.analysis.runs import FLOW_RECORD_COLUMNS
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
@@ -60,8 +63,8 @@ class ReplayBackend:
             "tag": schedule["tag"], "start_s": start, "end_s": end, "fct_s": fct,
             "bytes_rx": bytes_rx.astype(np.int64),
             "retransmissions": (schedule["flow_id"].to_numpy() % 3 == 0).astype(int),
-            "completed": end <= spec.duration_s,
-        })
+            "completed": end <= spec.duration_s, "base_rtt_s": scale.base_rtt_s, "cnps": 0,
+        })[list(FLOW_RECORD_COLUMNS)]
 
     def run(self, spec: ExperimentSpec, schedule: pd.DataFrame, link_events: pd.DataFrame,
             agent_name: str, sink: RunSink, progress: Progress) -> None:

@@ -165,16 +165,22 @@ def test_leftovers_ignore_interfaces_another_fabric_made(
 
 
 def test_sim_testbed_saves_versions_with_commit_and_the_sim_seed(tmp_path: Path) -> None:
+    import yaml
+
     from p4cc.experiment.incast import TestbedConfig, run_testbed
 
+    # the incast is a spec run: the run store keeps versions, seed and host CC per run
     cfg = TestbedConfig(topo="star,hosts=3", backend="sim", settings=("SECN1",),
-                        duration_s=0.5, interval_s=0.1, out_dir=tmp_path)
+                        duration_s=0.5, interval_s=0.1, out_dir=tmp_path, traffic="dcqcn")
     run_testbed(cfg)
-    saved = json.loads((tmp_path / "config.json").read_text())
+    run = tmp_path / "secn1"
+    saved = {"versions": json.loads((run / "versions.json").read_text())}
     if (Path(__file__).resolve().parents[1] / ".git").exists():
         assert len(saved["versions"]["git_commit"]) == 40
     assert {"python", "numpy", "pandas"} <= set(saved["versions"])
-    sim = json.loads((tmp_path / "sim_config_SECN1.json").read_text())
+    resolved = yaml.safe_load((run / "spec.resolved.yaml").read_text())
+    sim = {"seed": json.loads((run / "seeds.json").read_text())["seed"],
+           "cc": resolved["host_cc"]}
     assert sim["seed"] == 0 and sim["cc"] == "dcqcn"
 
 
@@ -259,14 +265,13 @@ def test_host_cc_variant_is_checked_before_anything_starts(host_cc: str, pattern
 
 def test_iperf3_servers_not_listening_is_a_switch_error_not_a_missing_tool() -> None:
     from p4cc.errors import SwitchError, ToolMissingError
-    from p4cc.experiment.incast import Incast
+    from p4cc.experiment.bmv2.hosts import wait_listening
 
     class Host:
         def cmd(self, line: str) -> str:
             return "State Recv-Q Send-Q Local Address:Port\n"  # nothing listens
 
-    inc = Incast.__new__(Incast)  # no fabric or iperf3 needed for this check
-    inc.receiver = "h5"
+    # no fabric or iperf3 needed for this check
     with pytest.raises(SwitchError, match=r"h5 did not listen on ports 5201\.\.5202") as err:
-        inc._wait_servers(Host(), 2, timeout_s=0.1)
+        wait_listening(Host(), "h5", [5201, 5202], timeout_s=0.1)
     assert not isinstance(err.value, ToolMissingError)

@@ -3,6 +3,7 @@
 Star incast h1..h4 -> h5: BMv2's egress queue toward h5 (not the veth) is the
 bottleneck, it fills, marks appear and stay bounded by the configured depth; a new
 EcnConfig shows in the next poll interval; teardown leaves no process or interface.
+The control plane is the fabric's FabricSession (its loops poll; no agent).
 """
 
 from __future__ import annotations
@@ -48,19 +49,21 @@ _REASON = _skip_reason()
 if _REASON:
     pytest.skip(_REASON, allow_module_level=True)
 
-from p4cc.experiment.incast import Incast, incast_plan  # noqa: E402
-from p4cc.experiment.session import FabricControl  # noqa: E402  (needs the control plane)
+from iperf_incast import Incast  # noqa: E402
+
+from p4cc.experiment.incast import incast_plan  # noqa: E402
+from p4cc.experiment.session import FabricSession, SessionConfig  # noqa: E402
 
 INTERVAL = 0.5
 
 
 @pytest.fixture(scope="module")
-def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fabric, FabricControl]]:
+def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fabric, FabricSession]]:
     topo = parse_topo("star,hosts=5")
     out = tmp_path_factory.mktemp("fabric")
     fab = Fabric(topo, FabricOptions(out_dir=out, auto_ports=True))
     fab.start()
-    ctl = FabricControl(fab, INTERVAL)
+    ctl = FabricSession.for_fabric(fab, SessionConfig(interval_s=INTERVAL))
     try:
         ctl.start()
         yield fab, ctl
@@ -74,7 +77,7 @@ def _bottleneck(topo: TopoSpec) -> tuple[str, int]:
     return h.switch, h.switch_port
 
 
-def _records_after(ctl: FabricControl, key: tuple[str, int], t: float,
+def _records_after(ctl: FabricSession, key: tuple[str, int], t: float,
                    count: int, timeout_s: float = 10.0) -> list[PortTelemetry]:
     """The first ``count`` records of ``key`` whose interval started at or after ``t``."""
     deadline = time.monotonic() + timeout_s
@@ -88,7 +91,7 @@ def _records_after(ctl: FabricControl, key: tuple[str, int], t: float,
     raise AssertionError(f"no {count} telemetry records for {key} within {timeout_s} s")
 
 
-def test_incast_fills_bmv2_queue_and_marks(fabric: tuple[Fabric, FabricControl]) -> None:
+def test_incast_fills_bmv2_queue_and_marks(fabric: tuple[Fabric, FabricSession]) -> None:
     fab, ctl = fabric
     topo = fab.topo
     secn1 = static_setting("SECN1", topo.scale)
@@ -120,7 +123,7 @@ def test_incast_fills_bmv2_queue_and_marks(fabric: tuple[Fabric, FabricControl])
     assert "htb" not in veth and "tbf" not in veth
 
 
-def test_new_ecn_setting_shows_within_one_interval(fabric: tuple[Fabric, FabricControl]) -> None:
+def test_new_ecn_setting_shows_within_one_interval(fabric: tuple[Fabric, FabricSession]) -> None:
     fab, ctl = fabric
     topo = fab.topo
     key = _bottleneck(topo)
@@ -142,7 +145,7 @@ def test_new_ecn_setting_shows_within_one_interval(fabric: tuple[Fabric, FabricC
     assert none_marked.tx_marked_pkts == 0
 
 
-def test_teardown_leaves_nothing(fabric: tuple[Fabric, FabricControl]) -> None:
+def test_teardown_leaves_nothing(fabric: tuple[Fabric, FabricSession]) -> None:
     fab, ctl = fabric
     pids = [fab.bmv2(s.name).pid for s in fab.topo.switches]
     ctl.stop()

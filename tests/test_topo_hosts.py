@@ -107,7 +107,9 @@ def test_testbed_falls_back_to_the_simulator(monkeypatch: pytest.MonkeyPatch,
     text = capsys.readouterr().out
     assert "running the incast on the SIMULATOR instead" in text
     assert "SECN1" in text and "SECN2" in text and "s1:5" in text
-    for name in ("config.json", "summary.json", "summary.txt", "telemetry.jsonl"):
+    # a spec run: the resolved config and the telemetry are in the run store, per setting
+    for name in ("secn1/spec.resolved.yaml", "summary.json", "summary.txt",
+                 "secn1/telemetry.csv"):
         assert (out / name).is_file()
 
 

@@ -19,12 +19,13 @@ from p4cc.analysis.report import report
 from p4cc.analysis.runs import find_runs, open_run
 from p4cc.cli import main
 from p4cc.errors import ConfigError
-from p4cc.experiment.backend import get_backend
+from p4cc.experiment.backend import BACKENDS, get_backend
 from p4cc.experiment.runner import run_spec
+from p4cc.experiment.spec import BACKENDS as SPEC_BACKENDS
 from p4cc.experiment.spec import parse_spec
 
 DOC: dict[str, Any] = {
-    "name": "rt", "backend": "replay", "topology": "star,hosts=8", "scale": "testbed",
+    "name": "rt", "backend": "sim", "topology": "star,hosts=8", "scale": "testbed",
     "duration_s": 10, "interval_s": 0.5, "seed": 4, "agents": ["secn1", "secn2"],
     "workloads": [
         {"type": "fbhdp", "load": 0.4, "size_scale": "bdp"},
@@ -112,10 +113,17 @@ def test_unknown_or_missing_backend() -> None:
     if importlib.util.find_spec("p4cc.experiment.sim_backend") is None:
         with pytest.raises(ConfigError, match="backend 'sim' is not available"):
             get_backend("sim")
-    assert get_backend("replay").name == "replay"
+    # the test backend is not a name users can pick: tests pass ReplayBackend() instances
+    with pytest.raises(ConfigError, match="unknown backend 'replay'"):
+        get_backend("replay")
+    with pytest.raises(ConfigError, match=r"^backend: 'replay'; choose one of \['sim', 'bmv2'\]"):
+        parse_spec({**DOC, "backend": "replay"})
+    assert set(BACKENDS) == set(SPEC_BACKENDS)
 
 
-def test_cli_run_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(BACKENDS, "sim", "replay_backend:ReplayBackend")  # fast, synthetic
     doc = {**DOC, "duration_s": 4, "agents": ["secn1"]}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
     assert main(["run", str(tmp_path / "s.yaml"), "--runs", str(tmp_path / "runs")]) == 0

@@ -61,7 +61,7 @@ BAD = [
     ("interval_s", 0, r"^interval_s: 0 must be in"),
     ("agents", [], r"^agents: must be a non-empty list"),
     ("agents", ["secn1", "Bad Agent"], r"^agents\[1\]: 'Bad Agent'"),
-    ("agents", ["secn1", "acc"], r"^agents\[1\]: unknown agent 'acc'; choose one of"),
+    ("agents", ["secn1", "chameleon"], r"^agents\[1\]: unknown agent 'chameleon'; choose one of"),
     ("host_cc", "cubic", r"^host_cc: 'cubic'"),
     ("workloads", [], r"^workloads: must be a non-empty list"),
     ("workloads[1].load", 1.5, r"^workloads\[1\]\.load: 1.5 is outside \(0, 1\]"),

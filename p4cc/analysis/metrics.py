@@ -111,8 +111,11 @@ def ideal_fct(size_bytes: np.ndarray, rate_bps: float, base_rtt_s: float | np.nd
 def slowdown(flows: pd.DataFrame, rate_bps: float, base_rtt_s: float, pkt_bytes: int,
              header_bytes: int = HEADER_BYTES) -> pd.Series:
     """HPCC slowdown per flow, clipped at >= 1; a ``base_rtt_s`` column overrides the
-    run-wide base RTT per flow."""
-    rtt: Any = flows["base_rtt_s"].to_numpy(float) if "base_rtt_s" in flows else base_rtt_s
+    run-wide base RTT for each flow where it is a number."""
+    rtt: Any = base_rtt_s
+    if "base_rtt_s" in flows:
+        per_flow = flows["base_rtt_s"].to_numpy(float)
+        rtt = np.where(np.isfinite(per_flow), per_flow, base_rtt_s)
     ideal = ideal_fct(flows["size_bytes"].to_numpy(), rate_bps, rtt, pkt_bytes, header_bytes)
     return pd.Series(np.maximum(1.0, flows["fct_s"].to_numpy(float) / ideal),
                      index=flows.index, name="slowdown")

@@ -17,6 +17,16 @@ import yaml
 
 from p4cc.errors import P4ccError
 
+#: Per-flow records (``flows.csv``, ``RunSink.flows``): one row per scheduled flow that
+#: started, exactly these columns in this order from every backend (docs/traffic.md).
+#: ``fct_s`` = end_s - start_s and ``end_s`` are NaN if the flow did not complete;
+#: ``bytes_rx`` application bytes delivered; ``retransmissions`` packets sent again (bulk:
+#: iperf3's TCP retransmits); ``base_rtt_s`` the flow's unloaded RTT, NaN where the backend
+#: does not know it (the analysis then uses the scale's); ``cnps`` CNPs its sender got.
+FLOW_RECORD_COLUMNS: tuple[str, ...] = (
+    "flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s", "end_s", "fct_s",
+    "bytes_rx", "retransmissions", "completed", "base_rtt_s", "cnps")
+
 
 @dataclass
 class Run:

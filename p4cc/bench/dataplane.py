@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from p4cc.bench import controlloop as loopbench
+from p4cc.constants import ECN_ECT0
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.topo.veth import veth_pairs
 
@@ -109,7 +110,7 @@ def build_frame() -> bytes:
     from scapy.packet import Raw
 
     pkt = (Ether(src=H1_MAC, dst=PORT_MAC[1])
-           / IP(src=H1_IP, dst=H2_IP, tos=0x02, ttl=64) / UDP(sport=4000, dport=6000))
+           / IP(src=H1_IP, dst=H2_IP, tos=ECN_ECT0, ttl=64) / UDP(sport=4000, dport=6000))
     frame = bytes(pkt / Raw(b"\x00" * (FRAME_BYTES - len(pkt))))
     assert len(frame) == FRAME_BYTES
     return frame

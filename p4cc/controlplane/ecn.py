@@ -95,7 +95,10 @@ PAPER_SETTINGS: dict[str, tuple[int, int, float]] = {
 
 
 def static_setting(name: str, scale: Scale) -> EcnConfig:
-    """A paper setting scaled by the BDP factor to ``scale`` (never below one packet)."""
+    """A paper setting scaled by the BDP factor to ``scale`` (never below one packet).
+
+    Valid by construction (one packet <= kmin <= kmax <= buffer, pmax from the table);
+    the switch client validates it once when it is written (SwitchControl.set_ecn_all)."""
     try:
         kmin, kmax, pmax = PAPER_SETTINGS[name.upper()]
     except KeyError:
@@ -106,4 +109,4 @@ def static_setting(name: str, scale: Scale) -> EcnConfig:
     hi = max(lo, round(scale.bytes(kmax)))
     hi = min(hi, scale.buffer_bytes)
     lo = min(lo, hi)
-    return EcnConfig(lo, hi, pmax).validate(scale.buffer_bytes)
+    return EcnConfig(lo, hi, pmax)

@@ -7,6 +7,12 @@ and counted; a dropped connection is re-established with exponential backoff (bo
 by ``max_backoff_s``), at most one attempt per interval, so the loop keeps its cadence.
 Intervals are kept by deadline (t0 + k·Δt), not by sleeping Δt after each step, so
 processing time does not accumulate as drift; missed deadlines are skipped.
+
+Every ECN write of a switch goes through its loop (agent decisions in ``step``, the
+agent's first decision before any traffic in ``apply_initial``, operator settings in
+``apply``), serialised by ``lock``; SwitchControl.set_ecn_all validates them (once) and
+writes only what changes.  The loop owns the switch's only TelemetryPoller: polling
+resets the interval registers, so a second poller would steal the loop's intervals.
 """
 
 from __future__ import annotations
@@ -69,9 +75,23 @@ class ControlLoop:
         self.clock = clock
         self.stats = LoopStats()
         self.connected = True
+        #: held for a whole step and for every write (loop thread vs. operator)
+        self.lock = threading.RLock()
         self._backoff = self.config.backoff_s
         self._next_reconnect = 0.0
         self._started = False
+        self._agent_told = False
+
+    @classmethod
+    def for_switch(cls, control: SwitchControl, agent: Agent, config: LoopConfig | None = None,
+                   sink: RecordSink | None = None, t0: float | None = None,
+                   clock: Callable[[], float] = time.monotonic) -> ControlLoop:
+        """A loop with the switch's (only) TelemetryPoller; records are timed from ``t0``."""
+        poller = TelemetryPoller(control.name, control.ports, control.p4rt, control.thrift,
+                                 control.scale,
+                                 {p: control.port_rate_bps(p) for p in control.ports},
+                                 lambda: control.ecn, t0=t0, clock=clock)
+        return cls(control, poller, agent, config, sink, clock)
 
     def _error(self, kind: str, exc: BaseException) -> None:
         setattr(self.stats, kind, getattr(self.stats, kind) + 1)
@@ -79,24 +99,59 @@ class ControlLoop:
         log.error("%s: %s (%s); last valid thresholds stay in force", self.control.name,
                   kind.replace("_", " "), self.stats.last_error)
 
-    def start(self) -> None:
-        """Prime the poller and tell the agent the settings in force."""
-        self.agent.reset(self.control.ecn)
-        self.poller.prime()
-        self._started = True
+    def _tell_agent(self) -> None:
+        """Tell the agent the settings in force, once per agent."""
+        if not self._agent_told:
+            self.agent.reset(self.control.ecn)
+            self._agent_told = True
 
-    def validate(self, decision: Mapping[int, EcnConfig]) -> dict[int, EcnConfig]:
-        """ConfigError unless every entry is a valid EcnConfig for an existing port."""
+    def start(self, t0: float | None = None) -> None:
+        """Tell the agent the settings in force (once) and prime the poller; records are
+        then timed from ``t0`` (the poller's clock) if given."""
+        with self.lock:
+            self._tell_agent()
+            if t0 is not None:
+                self.poller.t0 = t0
+            self.poller.prime()
+            self._started = True
+
+    def apply_initial(self) -> int:
+        """Before any traffic: write what the agent decides with no observation (static
+        schemes set their thresholds here); raises if that decision is invalid.
+        Returns the number of ports written."""
+        with self.lock:
+            self._tell_agent()
+            changed = self._changed(self.check_decision(self.agent.act({})))
+            self.control.set_ecn_all(changed)
+            self.stats.applied += len(changed)
+            return len(changed)
+
+    def apply(self, settings: Mapping[int, EcnConfig | None]) -> None:
+        """An operator's settings (None = marking off), written between two steps;
+        raises ConfigError/SwitchError (nothing is written if any setting is invalid)."""
+        with self.lock:
+            self.control.set_ecn_all(settings)
+
+    def swap_agent(self, agent: Agent) -> None:
+        """Run ``agent`` from the next step on (told the settings in force first)."""
+        with self.lock:
+            self.agent = agent
+            self._agent_told = False
+            self._tell_agent()
+
+    def check_decision(self, decision: Mapping[int, EcnConfig]) -> dict[int, EcnConfig]:
+        """ConfigError unless the agent returned a mapping of EcnConfigs (agents cannot
+        turn marking off); ports and thresholds are validated by SwitchControl."""
         if not isinstance(decision, Mapping):
             raise ConfigError(f"agent returned {type(decision).__name__}, not a mapping")
-        out = {}
         for port, cfg in decision.items():
-            if port not in self.control.ports:
-                raise ConfigError(f"agent chose unknown port {port!r}")
             if not isinstance(cfg, EcnConfig):
                 raise ConfigError(f"agent returned {cfg!r} for port {port}, not an EcnConfig")
-            out[port] = cfg.validate(self.control.scale.buffer_bytes)
-        return out
+        return dict(decision)
+
+    def _changed(self, decision: Mapping[int, EcnConfig]) -> dict[int, EcnConfig]:
+        ecn = self.control.ecn
+        return {p: c for p, c in decision.items() if ecn.get(p) != c}
 
     def _try_reconnect(self) -> None:
         now = self.clock()
@@ -117,6 +172,10 @@ class ControlLoop:
 
     def step(self) -> list[PortTelemetry]:
         """One interval; never raises for switch or agent faults."""
+        with self.lock:
+            return self._step()
+
+    def _step(self) -> list[PortTelemetry]:
         if not self._started:
             self.start()
         self.stats.steps += 1
@@ -145,14 +204,14 @@ class ControlLoop:
             return records
         t_act = self.clock()
         self.stats.act_ms = (t_act - t_poll) * 1e3
-        try:
-            valid = self.validate(decision)
+        try:  # nothing is written if any setting is invalid
+            changed = self._changed(self.check_decision(decision))
+            checked = self.control.validated(changed)
         except (ConfigError, TypeError, AttributeError) as exc:
             self._error("invalid_decisions", exc)
             return records
-        changed = {p: c for p, c in valid.items() if self.control.ecn.get(p) != c}
         try:
-            self.control.set_ecn_all(changed)
+            self.control.set_ecn_all(checked)
         except P4ccError as exc:
             self._error("switch_errors", exc)
             self.connected = False

@@ -4,19 +4,26 @@
 configuration: pipeline, routes and ECMP groups (p4cc.controlplane.routes), the
 ``switch_config`` default action, ``int_sink`` on host-facing ports, the clone session
 to the CPU port, and per-port egress queue rate/depth from the link specs (REFERENCE §1:
-the rate is enforced by BMv2's queue, in packets/s).  ``set_ecn`` writes marking
-thresholds after validating them against the scale's buffer.
+the rate is enforced by BMv2's queue, in packets/s).
+
+``set_ecn_all`` is the one place an ECN setting is validated (``EcnConfig.validate``
+against the scale's buffer, once per distinct setting) and written: only ports whose
+setting changes are written, in one request, as INSERT the first time a port gets an
+entry and MODIFY after (DELETE turns marking off).  Callers (the control loop, the
+fabric session, the CLI) do not validate again.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from google.rpc import code_pb2
 
+from p4cc.constants import CPU_PORT, INT_REPORT_SESSION
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.p4runtime import P4RuntimeClient, P4RuntimeWriteError
 from p4cc.controlplane.routes import compute_routes, host_facing_ports
@@ -26,15 +33,19 @@ from p4cc.topo.spec import SwitchSpec, TopoSpec
 
 log = logging.getLogger(__name__)
 
-#: BMv2's CPU port (docs/architecture.md).
-CPU_PORT = 510
-#: Clone session of INT reports to the CPU port; equals p4cc.packets.int.INT_REPORT_SESSION
-#: and the P4 program's constant (tests check; not imported to keep Scapy out of here).
-INT_REPORT_SESSION = 100
 #: PET §4 ("elephant flows ... larger than 1 MB"): the paper's elephant size.
 PAPER_ELEPHANT_BYTES = 1_000_000
 #: ecn_config is keyed by (egress_port, qid); p4cc uses one queue per port.
 QID = 0
+
+
+@dataclass(frozen=True)
+class CheckedEcn:
+    """ECN settings that SwitchControl.validated has checked for switch ``switch``:
+    set_ecn_all writes them without checking again."""
+
+    switch: str
+    settings: tuple[tuple[int, EcnConfig | None], ...]
 
 
 class QueueAndRegisters(Protocol):
@@ -93,9 +104,9 @@ class SwitchControl:
         if self.p4rt.get_p4info() is None:
             log.warning("%s: the switch has no pipeline (restarted?); setting it up again",
                         self.name)
-            settings = dict(self._ecn)
+            settings = {p: c for p, c in self._ecn.items() if c is not None}
             self.setup()
-            self.set_ecn_all({p: c for p, c in settings.items() if c is not None})
+            self._write(settings)  # validated when they were first set
 
     def close(self) -> None:
         self.p4rt.close()
@@ -185,13 +196,22 @@ class SwitchControl:
         """The setting in force per port (None = marking off)."""
         return dict(self._ecn)
 
-    def _check(self, port: int, cfg: EcnConfig | None) -> None:
-        if port not in self.ports:
-            raise ConfigError(f"{self.name} has no port {port}; ports are {list(self.ports)}")
-        if cfg is not None:
-            if not isinstance(cfg, EcnConfig):
-                raise ConfigError(f"{self.name} port {port}: expected an EcnConfig, got {cfg!r}")
+    def validated(self, settings: Mapping[int, EcnConfig | None]) -> CheckedEcn:
+        """ConfigError unless every port exists and every setting is None or a valid
+        EcnConfig for this switch's buffer (each distinct setting validated once)."""
+        if not isinstance(settings, Mapping):
+            raise ConfigError(f"{self.name}: ECN settings must be a mapping port -> "
+                              f"EcnConfig, got {type(settings).__name__}")
+        for port, cfg in settings.items():
+            if port not in self.ports:
+                raise ConfigError(f"{self.name} has no port {port}; ports are "
+                                  f"{list(self.ports)}")
+            if cfg is not None and not isinstance(cfg, EcnConfig):
+                raise ConfigError(f"{self.name} port {port}: expected an EcnConfig, got "
+                                  f"{cfg!r}")
+        for cfg in {c for c in settings.values() if c is not None}:
             cfg.validate(self.scale.buffer_bytes)
+        return CheckedEcn(self.name, tuple(settings.items()))
 
     def ecn_update(self, port: int, cfg: EcnConfig | None) -> Any:
         c = self.p4rt
@@ -206,11 +226,18 @@ class SwitchControl:
     def set_ecn(self, port: int, cfg: EcnConfig | None) -> None:
         self.set_ecn_all({port: cfg})
 
-    def set_ecn_all(self, settings: Mapping[int, EcnConfig | None]) -> None:
-        """Validate every setting first, then write them in one request."""
-        for port, cfg in settings.items():
-            self._check(port, cfg)
-        todo = {p: c for p, c in settings.items() if not (c is None and p not in self._installed)}
+    def set_ecn_all(self, settings: Mapping[int, EcnConfig | None] | CheckedEcn) -> None:
+        """Validate every setting (the only validation on the way to the switch; skipped
+        for this switch's CheckedEcn), then write the ports whose setting changes in one
+        request."""
+        if not isinstance(settings, CheckedEcn):
+            settings = self.validated(settings)
+        elif settings.switch != self.name:
+            raise ConfigError(f"{self.name}: settings checked for {settings.switch}")
+        self._write(dict(settings.settings))
+
+    def _write(self, settings: Mapping[int, EcnConfig | None]) -> None:
+        todo = {p: c for p, c in settings.items() if self._changes(p, c)}
         if not todo:
             return
         ports = list(todo)
@@ -231,6 +258,12 @@ class SwitchControl:
             self._note(todo, sorted(failed))
             return
         self._note(todo, ports)
+
+    def _changes(self, port: int, cfg: EcnConfig | None) -> bool:
+        """Whether writing ``cfg`` to ``port`` changes the switch (written once per change)."""
+        if cfg is None:
+            return port in self._installed
+        return port not in self._installed or self._ecn.get(port) != cfg
 
     def _note(self, todo: Mapping[int, EcnConfig | None], ports: list[int],
               exclude: set[int] | frozenset[int] = frozenset()) -> None:

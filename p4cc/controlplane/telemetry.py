@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from p4cc.constants import BITMAP_WORDS
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.scale import Scale
@@ -31,8 +32,8 @@ INTERVAL_REGISTERS = ("q_enq_sum", "q_enq_cnt", "q_enq_max", "q_sojourn_sum",
 #: 10 Mb/s a flow could never send more than 12.5 kB and none would qualify.
 SKETCH_REGISTERS = ("flow_bytes_r0", "flow_bytes_r1")
 DEFAULT_SKETCH_WINDOW_S = 1.0
-#: bitmap layout (docs/architecture.md): 4 words of 64 bits per port
-BITMAP_WORDS = 4
+#: bitmap layout (docs/architecture.md): BITMAP_WORDS (from the compiled program: 4)
+#: words of 64 bits per port
 BITMAP_WORD_BITS = 64
 BITMAP_BITS = BITMAP_WORDS * BITMAP_WORD_BITS
 

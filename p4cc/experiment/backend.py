@@ -22,17 +22,12 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.experiment.spec import ExperimentSpec
 
-#: Per-flow records (``RunSink.flows``): one row per scheduled flow that started.
-#: ``fct_s`` = end_s - start_s (NaN if not completed); ``bytes_rx`` application bytes
-#: delivered; ``base_rtt_s`` optional (the analysis falls back to the scale's RTT).
-FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",
-                       "end_s", "fct_s", "bytes_rx", "retransmissions", "completed"]
-
-#: backend name -> "module:Class" (imported only when asked for).
+#: backend name -> "module:Class" (imported only when asked for); the names a spec's
+#: ``backend:`` may use (p4cc.experiment.spec.BACKENDS).  Tests pass their own Backend
+#: instances to ``run_spec`` instead of naming them here.
 BACKENDS = {
     "sim": "p4cc.experiment.sim_backend:SimBackend",
     "bmv2": "p4cc.experiment.bmv2.backend:Bmv2Backend",
-    "replay": "replay_backend:ReplayBackend",
 }
 
 Progress = Callable[[float], None]  # called with the run time reached, seconds
@@ -48,7 +43,8 @@ class RunSink(Protocol):
 
     def telemetry(self, records: Iterable[PortTelemetry]) -> None: ...
 
-    def flows(self, rows: Iterable[Mapping[str, Any]]) -> None: ...
+    def flows(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Flow records, each with exactly p4cc.analysis.runs.FLOW_RECORD_COLUMNS."""
 
     def hostcc(self, rows: Iterable[Mapping[str, Any]]) -> None:
         """Host CC traces: t_s, host, flow_id, rate_bps, plus algorithm state columns."""

@@ -46,7 +46,7 @@ def _testbed(args: argparse.Namespace) -> int:
 
 def _incast(args: argparse.Namespace) -> int:
     from p4cc.controlplane.ecn import static_setting
-    from p4cc.experiment.incast import TestbedConfig, run_testbed
+    from p4cc.experiment.incast import TestbedConfig, incast_spec, run_testbed
     from p4cc.scale import get_scale
     from p4cc.topo.spec import parse_topo
 
@@ -63,6 +63,7 @@ def _incast(args: argparse.Namespace) -> int:
     parse_topo(cfg.topo, scale)
     for name in cfg.settings:
         static_setting(name, scale)
+    incast_spec(cfg)  # the spec the run will be (host CC, workload, agents)
     if args.backend != "sim":
         _reexec_as_root("incast")
     run_testbed(cfg)
@@ -70,7 +71,7 @@ def _incast(args: argparse.Namespace) -> int:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from p4cc.experiment.incast import run_cli
+    from p4cc.experiment.mncli import run_cli
 
     _reexec_as_root("cli")
     run_cli(args.topo, scale=args.scale, interval_s=args.interval)
@@ -92,8 +93,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_testbed)
 
     p = subparsers.add_parser(
-        "incast", help="bring up a fabric, run one incast under SECN1 then SECN2, print a "
-        "per-port summary")
+        "incast", help="run one incast under SECN1 then SECN2 (a spec run, one agent variant "
+        "per setting) and print a per-port summary")
     p.add_argument("--topo", default="star,hosts=5", help="topology (see `p4cc topo`); the "
                    "last host receives, all others send")
     p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
@@ -106,8 +107,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--load", type=float, default=1.5,
                    help="offered load at the bottleneck, as a multiple of its link rate")
     p.add_argument("--traffic", choices=("iperf3", "dcqcn", "rlcc"), default="iperf3",
-                   help="iperf3: fixed-rate UDP marked ECT(0) at --load; dcqcn/rlcc: "
-                   "p4cc's own senders (`p4cc host`), which react to marks")
+                   help="iperf3: fixed-rate senders (host CC fixed:<rate>) at --load in "
+                   "total; dcqcn/rlcc: p4cc's senders that react to marks")
     p.add_argument("--out", default=None, help="output directory (default runs/testbed-<time>)")
     p.add_argument("--bmv2-log", action="store_true", help="BMv2 packet log (slow)")
     p.add_argument("--pcap", action="store_true", help="pcap per switch port (slow)")

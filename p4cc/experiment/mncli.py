@@ -1,5 +1,7 @@
-"""Mininet's CLI with two p4cc commands: ``telemetry <switch> <port>`` and
-``ecn <switch> <port> <kmin_bytes> <kmax_bytes> <pmax>``."""
+"""``p4cc cli``: Mininet's CLI on a fabric whose FabricSession runs (p4cc.experiment.session),
+with two p4cc commands: ``telemetry <switch> <port>`` (the latest record the switch's
+control loop produced) and ``ecn <switch> <port> <kmin_bytes> <kmax_bytes> <pmax>``
+(written through that loop)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,12 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError, P4ccError
 
 if TYPE_CHECKING:
-    from p4cc.experiment.session import FabricControl
+    from p4cc.experiment.session import FabricSession
     from p4cc.topo.build import Fabric
+
+#: accepted ``--interval`` range (s): below 10 ms a poll of every port does not fit in an
+#: interval on BMv2 (docs/emulation.md, controlloop bench); above a minute nothing is seen
+CLI_INTERVAL_S = (0.01, 60.0)
 
 
 def _port(text: str) -> int:
@@ -62,7 +68,25 @@ def format_telemetry(rec: PortTelemetry | None, switch: str, port: int) -> str:
             f"elephants {rec.elephant_flows}")
 
 
-def make_cli(fabric: Fabric, ctl: FabricControl) -> None:
+def run_cli(topo_text: str, scale: str = "testbed", interval_s: float = 0.5) -> None:
+    """Mininet's CLI on a fabric with its session running (no agent: the loops poll)."""
+    from p4cc.experiment.doctor import resolve_backend
+    from p4cc.experiment.session import FabricSession, SessionConfig
+    from p4cc.scale import get_scale
+    from p4cc.topo.build import Fabric
+    from p4cc.topo.spec import parse_topo
+
+    lo, hi = CLI_INTERVAL_S
+    if not lo <= interval_s <= hi:
+        raise ConfigError(f"poll interval {interval_s} s must be in [{lo:g}, {hi:g}]")
+    resolve_backend("bmv2", "the CLI")
+    topo = parse_topo(topo_text, get_scale(scale))
+    with Fabric(topo) as fabric, FabricSession.for_fabric(
+            fabric, SessionConfig(interval_s=interval_s)) as session:
+        make_cli(fabric, session)
+
+
+def make_cli(fabric: Fabric, ctl: FabricSession) -> None:
     """Run Mininet's CLI (returns when the user exits it)."""
     from mininet.cli import CLI
     from mininet.log import setLogLevel

@@ -6,7 +6,8 @@ is two workloads with alternating windows); link failures become ``down``/``up``
 
 Each workload draws from its own generator, ``default_rng([seed, index])``, so adding a
 workload does not change the flows of the others and a (spec, seed) pair always yields
-the same schedule.
+the same schedule.  Its type's generator (p4cc.traffic.kinds) makes the flows of each
+active window.
 """
 
 from __future__ import annotations
@@ -16,42 +17,12 @@ import math
 import numpy as np
 import pandas as pd
 
-from p4cc.experiment.spec import CDF_TYPES, ExperimentSpec, LinkFailureSpec, WorkloadSpec
+from p4cc.experiment.spec import ExperimentSpec, LinkFailureSpec
 from p4cc.topo.spec import TopoSpec
 from p4cc.traffic import workloads as wl
-from p4cc.traffic.cdf import load_cdf
+from p4cc.traffic.kinds import Window
 
 LINK_EVENT_COLUMNS = ["t_s", "action", "a", "a_port", "b", "b_port", "failure"]
-
-
-def _one(rng: np.random.Generator, w: WorkloadSpec, topo: TopoSpec, t0: float, t1: float,
-         rate: float) -> pd.DataFrame:
-    p = w.p
-    hosts = [h.name for h in topo.hosts]
-    if w.type in CDF_TYPES:
-        return wl.poisson_flows(rng, load_cdf(p.get("cdf", w.type)), hosts, p["load"], rate,
-                                t0, t1, w.tag, w.size_scale, p.get("senders"),
-                                p.get("receivers"))
-    if w.type == "incast":
-        return wl.incast(rng, hosts, senders=p["senders"], flows_per_sender=p["flows_per_sender"],
-                         load=p["load"], rate_bps=rate, t0=t0, t1=t1, tag=w.tag,
-                         receiver=p.get("receiver"), size_range=p.get("size_bytes"),
-                         sizes=p.get("sizes"), size_scale=w.size_scale)
-    if w.type == "partition_aggregate":
-        return wl.partition_aggregate(rng, hosts, aggregator=p["aggregator"],
-                                      workers=p["workers"], response_bytes=p["response_bytes"],
-                                      t0=t0, t1=t1, tag=w.tag, period_s=p.get("period_s"),
-                                      load=p.get("load"), rate_bps=rate,
-                                      query_bytes=p["query_bytes"], size_scale=w.size_scale)
-    if w.type == "storage":
-        compute, storage = ((p["compute"], p["storage"]) if "compute" in p
-                            else wl.storage_split(hosts))
-        return wl.storage(rng, pattern=p["pattern"], compute=compute, storage_nodes=storage,
-                          io_depth=p["io_depth"], rate_bps=rate, t0=t0, t1=t1, tag=w.tag,
-                          size_scale=w.size_scale, max_requests=p["max_requests"])
-    if w.type == "bulk":
-        return wl.bulk(p["pairs"], t0, t1, w.tag)
-    raise AssertionError(w.type)  # spec validation admits only the types above
 
 
 def combine(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -108,10 +79,12 @@ def build_schedule(spec: ExperimentSpec, seed: int,
     """(schedule, link_events) for one seed of ``spec``."""
     topo = topo or spec.topo()
     rate = spec.scale_obj.link_rate_bps
+    hosts = tuple(h.name for h in topo.hosts)
     parts = []
     for i, w in enumerate(spec.workloads):
         rng = np.random.default_rng([seed, i])
         for t0, t1 in w.windows:
-            parts.append(_one(rng, w, topo, t0, t1, rate))
+            parts.append(w.kind.generate(rng, w.params,
+                                         Window(hosts, t0, t1, rate, w.tag, w.size_scale)))
     events = link_events(np.random.default_rng([seed, 1_000_003]), spec.link_failures, topo)
     return combine(parts), events

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from p4cc.analysis.runs import FLOW_RECORD_COLUMNS
 from p4cc.controlplane.agents.base import Agent
 from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig
@@ -119,14 +120,11 @@ def _apply(eng: Engine, sw: str, agent: Agent, obs: Mapping[int, PortTelemetry],
 
 
 def flow_rows(eng: Engine) -> list[dict[str, Any]]:
-    """Flow records in p4cc.experiment.backend.FLOW_RECORD_COLUMNS (flows that started)."""
+    """Flow records (FLOW_RECORD_COLUMNS) of the flows that started.  The engine counts
+    delivered payload as ``bytes_delivered`` and a dropped packet is sent again, so
+    ``bytes_rx`` = bytes_delivered and ``retransmissions`` = drops_pkts."""
     df = eng.flow_records()
     df = df[np.isfinite(df["start_s"])]
-    out = pd.DataFrame({
-        "flow_id": df["flow_id"], "src": df["src"], "dst": df["dst"],
-        "size_bytes": df["size_bytes"], "cls": df["cls"], "tag": df["tag"],
-        "start_s": df["start_s"], "end_s": df["end_s"], "fct_s": df["fct_s"],
-        "bytes_rx": df["bytes_delivered"].round().astype(np.int64),
-        "retransmissions": df["drops_pkts"], "completed": df["completed"],
-        "base_rtt_s": df["base_rtt_s"], "cnps": df["cnps"]})
+    out = df.assign(bytes_rx=df["bytes_delivered"].round().astype(np.int64),
+                    retransmissions=df["drops_pkts"])[list(FLOW_RECORD_COLUMNS)]
     return [{str(k): v for k, v in row.items()} for row in out.to_dict("records")]

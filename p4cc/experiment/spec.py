@@ -20,38 +20,19 @@ import yaml
 
 from p4cc.controlplane.agents.static import agent_names
 from p4cc.errors import ConfigError
+from p4cc.hostcc.cc import host_cc_names
 from p4cc.scale import SCALES, Scale, get_scale
 from p4cc.topo.spec import TopoSpec, parse_topo
-from p4cc.traffic.cdf import BUILTIN_CDFS, load_cdf
-from p4cc.traffic.fields import (
-    Ctx,
-    err,
-    hosts,
-    int_range,
-    integer,
-    load_fraction,
-    size_scale,
-    time_value,
-    windows,
-)
-from p4cc.traffic.workloads import STORAGE_PATTERNS
+from p4cc.traffic.fields import Ctx, err, integer, load_fraction, size_scale, time_value, windows
+from p4cc.traffic.kinds import KINDS, WorkloadKind, WorkloadParams, get_kind, params_dict
 
-BACKENDS = ("sim", "bmv2", "replay")  # replay: replay_backend, for tests only
-HOST_CC = ("dcqcn", "rlcc", "fixed", "tcp")
+#: backends a spec may name (their classes: p4cc.experiment.backend.BACKENDS)
+BACKENDS = ("sim", "bmv2")
+HOST_CC = host_cc_names()  # the registry p4cc.hostcc.cc.HOST_CC_KINDS
 OUTPUTS = ("telemetry", "flows", "hostcc", "int")
-CDF_TYPES = (*sorted(BUILTIN_CDFS), "cdf")
-WORKLOAD_TYPES = (*CDF_TYPES, "incast", "partition_aggregate", "storage", "bulk")
-
-_COMMON = {"type", "tag", "windows", "size_scale"}
-_KEYS: dict[str, set[str]] = {
-    **{t: {"load", "senders", "receivers"} for t in sorted(BUILTIN_CDFS)},
-    "cdf": {"load", "senders", "receivers", "cdf"},
-    "incast": {"load", "senders", "flows_per_sender", "size_bytes", "sizes", "receiver"},
-    "partition_aggregate": {"aggregator", "workers", "response_bytes", "query_bytes",
-                            "period_s", "load"},
-    "storage": {"pattern", "io_depth", "compute", "storage", "max_requests"},
-    "bulk": {"pairs"},
-}
+#: keys every workload takes; its type's own keys are the fields of its parameter
+#: dataclass (p4cc.traffic.kinds)
+_COMMON = frozenset({"type", "tag", "windows", "size_scale"})
 _TOP = {"name", "description", "backend", "topology", "scale", "duration_s", "seed", "seeds",
         "interval_s", "agents", "host_cc", "workloads", "link_failures", "outputs"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -60,15 +41,20 @@ _AGENT_RE = re.compile(r"^[a-z0-9_-]+(:\S+)?$")
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    type: str
+    type: str  # a p4cc.traffic.kinds.KINDS name
     tag: str
     windows: tuple[tuple[float, float], ...]  # active [t0, t1) intervals, fabric seconds
     size_scale: float  # multiplies every flow size of this workload
-    params: tuple[tuple[str, Any], ...] = ()  # the type's own keys, validated
+    params: WorkloadParams  # the type's validated parameters (its kind's params_type)
+
+    @property
+    def kind(self) -> WorkloadKind[Any]:
+        return get_kind(self.type)
 
     @property
     def p(self) -> dict[str, Any]:
-        return dict(self.params)
+        """The parameters that are set, by key (as in the resolved spec)."""
+        return params_dict(self.params)
 
 
 @dataclass(frozen=True)
@@ -109,101 +95,23 @@ def _workload(ctx: Ctx, path: str, w: Any, topo: TopoSpec, duration: float,
               index: int) -> WorkloadSpec:
     if not isinstance(w, Mapping):
         raise err(path, "must be a mapping with a 'type'")
-    kind = w.get("type")
-    if kind not in WORKLOAD_TYPES:
-        raise err(f"{path}.type", f"unknown workload {kind!r}; choose one of "
-                                   f"{list(WORKLOAD_TYPES)}")
-    allowed = _COMMON | _KEYS[kind]
+    kind_name = w.get("type")
+    if not isinstance(kind_name, str) or kind_name not in KINDS:
+        raise err(f"{path}.type", f"unknown workload {kind_name!r}; choose one of "
+                                   f"{list(KINDS)}")
+    kind = get_kind(kind_name)
+    allowed = _COMMON | kind.keys
     for key in w:
         if key not in allowed:
-            raise err(f"{path}.{key}", f"unknown key for a {kind} workload; expected one "
-                                        f"of {sorted(allowed)}")
-    p: dict[str, Any] = {}
-    if kind in CDF_TYPES:
-        p["load"] = load_fraction(f"{path}.load", w.get("load"))
-        if kind == "cdf":
-            if not isinstance(w.get("cdf"), str):
-                raise err(f"{path}.cdf", "must name a built-in CDF or a .cdf file")
-            cdf_path = Path(w["cdf"])
-            if not cdf_path.is_absolute() and ctx.base_dir and w["cdf"] not in BUILTIN_CDFS:
-                cdf_path = ctx.base_dir / cdf_path
-            try:
-                load_cdf(str(cdf_path) if w["cdf"] not in BUILTIN_CDFS else w["cdf"])
-            except ConfigError as exc:
-                raise err(f"{path}.cdf", str(exc)) from None
-            p["cdf"] = str(cdf_path) if w["cdf"] not in BUILTIN_CDFS else w["cdf"]
-        for key in ("senders", "receivers"):
-            if key in w:
-                p[key] = hosts(f"{path}.{key}", w[key], topo)
-    elif kind == "incast":
-        p["load"] = load_fraction(f"{path}.load", w.get("load"))
-        p["senders"] = int_range(f"{path}.senders", w.get("senders", [2, 64]), 1, 1024)
-        p["flows_per_sender"] = int_range(f"{path}.flows_per_sender",
-                                       w.get("flows_per_sender", 1), 1, 100_000)
-        if "sizes" in w:
-            if not isinstance(w["sizes"], list) or not w["sizes"]:
-                raise err(f"{path}.sizes", "must be a non-empty list of byte sizes")
-            p["sizes"] = [integer(f"{path}.sizes[{i}]", s, 1, 10**10)
-                          for i, s in enumerate(w["sizes"])]
-        else:
-            p["size_bytes"] = int_range(f"{path}.size_bytes",
-                                     w.get("size_bytes", [10_000, 10_000_000]), 1, 10**10)
-        if "receiver" in w:
-            p["receiver"] = hosts(f"{path}.receiver", w["receiver"], topo)[0]
-    elif kind == "partition_aggregate":
-        p["aggregator"] = hosts(f"{path}.aggregator", w.get("aggregator"), topo)[0]
-        workers = w.get("workers", len(topo.hosts) - 1)
-        if isinstance(workers, int) and not isinstance(workers, bool):
-            others = [h.name for h in topo.hosts if h.name != p["aggregator"]]
-            integer(f"{path}.workers", workers, 1, len(others))
-            workers = others[:workers]
-        p["workers"] = hosts(f"{path}.workers", workers, topo)
-        if p["aggregator"] in p["workers"]:
-            raise err(f"{path}.workers", f"includes the aggregator {p['aggregator']}")
-        p["response_bytes"] = integer(f"{path}.response_bytes", w.get("response_bytes", 64_000),
-                                   1, 10**10)
-        p["query_bytes"] = integer(f"{path}.query_bytes", w.get("query_bytes", 0), 0, 10**9)
-        if "period_s" in w:
-            p["period_s"] = time_value(ctx, f"{path}.period_s", w["period_s"])
-            if p["period_s"] <= 0:
-                raise err(f"{path}.period_s", "must be > 0")
-        elif "load" in w:
-            p["load"] = load_fraction(f"{path}.load", w["load"])
-        else:
-            raise err(path, "a partition_aggregate workload needs period_s or load")
-    elif kind == "storage":
-        pattern = w.get("pattern")
-        if pattern not in STORAGE_PATTERNS:
-            raise err(f"{path}.pattern", f"unknown storage pattern {pattern!r}; choose one "
-                                          f"of {sorted(STORAGE_PATTERNS)}")
-        p["pattern"] = pattern
-        p["io_depth"] = integer(f"{path}.io_depth", w.get("io_depth", 16), 1, 128)
-        p["max_requests"] = integer(f"{path}.max_requests", w.get("max_requests", 200_000), 1,
-                                 10**8)
-        for key in ("compute", "storage"):
-            if key in w:
-                p[key] = hosts(f"{path}.{key}", w[key], topo)
-        if ("compute" in p) != ("storage" in p):
-            raise err(path, "give both compute and storage host lists, or neither (3:1 "
-                             "split of all hosts)")
-        if len(topo.hosts) < 4 and "compute" not in p:
-            raise err(path, f"topology {topo.name} has {len(topo.hosts)} hosts; the 3:1 "
-                             f"compute:storage split needs at least 4")
-    elif kind == "bulk":
-        pairs = w.get("pairs")
-        if not isinstance(pairs, list) or not pairs:
-            raise err(f"{path}.pairs", "must be a list of [src, dst] host pairs")
-        p["pairs"] = []
-        for i, pair in enumerate(pairs):
-            if not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]:
-                raise err(f"{path}.pairs[{i}]", f"{pair!r} must be [src, dst], two hosts")
-            p["pairs"].append(tuple(hosts(f"{path}.pairs[{i}]", pair, topo)))
-    tag = w.get("tag", f"{kind}{index}" if index else kind)
+            raise err(f"{path}.{key}", f"unknown key for a {kind_name} workload; expected "
+                                        f"one of {sorted(allowed)}")
+    params = kind.parse(ctx, path, w, topo)
+    tag = w.get("tag", f"{kind_name}{index}" if index else kind_name)
     if not isinstance(tag, str) or not _NAME_RE.match(tag):
         raise err(f"{path}.tag", f"{tag!r} must be a word of letters, digits, '_', '-', '.'")
-    return WorkloadSpec(kind, tag, windows(ctx, f"{path}.windows", w.get("windows"), duration),
-                        size_scale(ctx, f"{path}.size_scale", w.get("size_scale")),
-                        tuple(sorted(p.items())))
+    return WorkloadSpec(kind_name, tag,
+                        windows(ctx, f"{path}.windows", w.get("windows"), duration),
+                        size_scale(ctx, f"{path}.size_scale", w.get("size_scale")), params)
 
 
 def _failure(ctx: Ctx, path: str, f: Any, topo: TopoSpec, duration: float) -> LinkFailureSpec:
@@ -334,20 +242,25 @@ def load_spec(path: str | Path) -> ExperimentSpec:
     return parse_spec(doc, str(p), p.resolve().parent)
 
 
+def _plain(v: Any) -> Any:
+    """Tuples (nested too) as lists, for YAML."""
+    return [_plain(x) for x in v] if isinstance(v, (tuple, list)) else v
+
+
+def _resolved_workload(w: WorkloadSpec) -> dict[str, Any]:
+    out = {"type": w.type, "tag": w.tag, "windows": [list(x) for x in w.windows],
+           "size_scale": w.size_scale, **{k: _plain(v) for k, v in w.p.items()}}
+    if w.kind.mean_size is not None:
+        out["mean_size_bytes"] = w.kind.mean_size(w.params) * w.size_scale
+    return out
+
+
 def resolve(spec: ExperimentSpec) -> dict[str, Any]:
     """The full resolved configuration, as stored in ``spec.resolved.yaml``."""
     scale = spec.scale_obj
     topo = spec.topo()
     out = asdict(spec)
-    out["workloads"] = [{"type": w.type, "tag": w.tag, "windows": [list(x) for x in w.windows],
-                         "size_scale": w.size_scale,
-                         **{k: (list(v) if isinstance(v, tuple) else v) for k, v in w.params}}
-                        for w in spec.workloads]
-    for w in out["workloads"]:
-        if "pairs" in w:
-            w["pairs"] = [list(x) for x in w["pairs"]]
-        if w["type"] in CDF_TYPES:
-            w["mean_size_bytes"] = load_cdf(w.get("cdf", w["type"])).mean * w["size_scale"]
+    out["workloads"] = [_resolved_workload(w) for w in spec.workloads]
     out["link_failures"] = [asdict(f) | {"links": list(f.links)} for f in spec.link_failures]
     out["seeds"] = list(spec.seeds)
     out["agents"] = list(spec.agents)

@@ -11,14 +11,15 @@ Typical use (inside one host's network namespace, or with ``netns=`` set)::
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from p4cc.errors import ConfigError
+from p4cc.hostcc import cc
 from p4cc.hostcc.flow import FlowSpec, RateController
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
+from p4cc.hostcc.rlcc_rule import DECISION_RTTS
 from p4cc.hostcc.sender import ControllerFactory, Sender, SenderConfig
 from p4cc.hostcc.trace import RecordWriter
 from p4cc.hostcc.wire import ETH_LEN
@@ -48,27 +49,20 @@ def datagram_bytes(scale: Scale) -> int:
     return int(scale.pkt_bytes) - ETH_LEN
 
 
-#: RL-CC decision interval of the host sender, in base RTTs of the scale.  RL-CC decides
-#: once per RTT; on BMv2 (testbed: base RTT 2 ms, measured RTTs 0.5-7 ms) the 4->1
-#: incast gave Jain 0.93/0.96 at utilisation 0.65/0.60 with 1 base RTT (ACK every
-#: 4 ms) and 0.98 at 0.70 with 2 (ACK every 8 ms) (docs/emulation.md).
-RLCC_DECISION_RTTS = 2.0
+#: RL-CC decision interval of the host sender (and of the simulator), in base RTTs of the
+#: scale: :data:`p4cc.hostcc.rlcc_rule.DECISION_RTTS` (the measurements are there).
+RLCC_DECISION_RTTS = DECISION_RTTS
 
 
 def controller_factory(scale: Scale, line_rate_bps: float | None = None,
                        **opts: Any) -> ControllerFactory:
-    """Build each flow's controller with ``p4cc.hostcc.cc.make_controller``."""
-    try:
-        cc = importlib.import_module("p4cc.hostcc.cc")
-    except ModuleNotFoundError as exc:
-        raise ConfigError("p4cc.hostcc.cc (the CC cores) is not installed; pass make_ctl= "
-                          "explicitly") from exc
+    """Build each flow's controller with :func:`p4cc.hostcc.cc.make_controller`, adding the
+    options the host sender uses for that kind (``HostCcKind.sender_opts``: RL-CC's
+    decision interval) unless ``opts`` set them."""
     line = line_rate_bps or scale.link_rate_bps
 
     def make(spec: FlowSpec) -> RateController:
-        kw = dict(opts)
-        if spec.cc.partition(":")[0] == "rlcc":
-            kw.setdefault("decision_interval_s", RLCC_DECISION_RTTS * scale.base_rtt_s)
+        kw = {**cc.host_cc_kind(spec.cc).sender_opts(scale), **opts}
         ctl: RateController = cc.make_controller(spec.cc, scale, line, **kw)
         return ctl
 

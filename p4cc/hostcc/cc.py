@@ -1,16 +1,21 @@
-"""Single-flow rate controllers for the host sender: N=1 wrappers over the vectorized
-cores in :mod:`p4cc.hostcc.dcqcn` and :mod:`p4cc.hostcc.rlcc` (no separate logic).
+"""Single-flow rate controllers for the host sender, and the registry of host CC kinds.
+
+The controllers are N=1 wrappers over the vectorized rules the simulator runs too (no
+separate logic): DCQCN through :class:`p4cc.hostcc.dcqcn.DcqcnFlows`, RL-CC through
+:class:`p4cc.hostcc.rlcc_rule.RlccRule`.  Host CC kinds (``dcqcn``, ``rlcc``, ``fixed``,
+``tcp``) are picked by name from :data:`HOST_CC_KINDS` (:func:`make_controller`).
 
 Times are seconds on the caller's monotonic clock.  A controller never goes back in
-time: an event stamped before the controller's current time is applied at its current
-time (host events can race with a rate query).
+time: an event stamped before the latest time it has seen is applied at that time
+(host events can race with a rate query).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,7 +24,16 @@ import numpy as np
 from p4cc.errors import ConfigError
 from p4cc.hostcc import dcqcn, rlcc
 from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
+from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccRule, decision_interval_s
 from p4cc.scale import Scale
+
+__all__ = ["ACK_INTERVALS_PER_DECISION", "HOST_CC_KINDS", "MAX_CATCHUP", "DcqcnController",
+           "FixedController", "HostCcKind", "RateController", "RlccController",
+           "host_cc_kind", "host_cc_names", "make_controller", "parse_rate", "policy_by_name",
+           "register_host_cc"]
+
+_ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
+_TRUE = np.ones(1, dtype=np.bool_)
 
 
 @runtime_checkable
@@ -43,38 +57,45 @@ class RateController(Protocol):
 
 
 class DcqcnController:
-    """DCQCN reaction point for one flow.  RTT samples and NACKs do not change DCQCN."""
+    """DCQCN reaction point for one flow (a :class:`dcqcn.DcqcnFlows` of one).  RTT
+    samples and NACKs do not change DCQCN (counted in the trace)."""
 
     def __init__(self, params: dcqcn.DcqcnParams, t0: float = 0.0) -> None:
         self.params = params
         self.name = f"dcqcn:{params.name}"
-        self.state = dcqcn.init_state(1, params, t0)
+        self.flows = dcqcn.DcqcnFlows(params, 1, t0)
+        self.now = t0
         self.cnps = 0
         self.nacks = 0
 
+    @property
+    def state(self) -> dcqcn.DcqcnState:
+        """The flow's state at the latest time seen (lazy events applied; a copy)."""
+        return self.flows.state_at(self.now)
+
     def _t(self, t: float) -> float:
-        return max(t, self.state.t)
+        self.now = max(t, self.now)
+        return self.now
 
     def on_cnp(self, t: float) -> None:
         self.cnps += 1
-        self.state = dcqcn.on_cnp(self.state, self.params, self._t(t))
+        self.flows.on_cnp(self._t(t), _ONE)
 
     def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
-        self.state = dcqcn.advance(self.state, self.params, self._t(t))
+        self.flows.rate(self._t(t))
 
     def on_bytes_sent(self, t: float, nbytes: int) -> None:
-        self.state = dcqcn.on_bytes_sent(self.state, self.params, self._t(t), nbytes)
+        self.flows.on_bytes_sent(self._t(t), np.array([float(nbytes)]))
 
     def on_nack(self, t: float) -> None:
         self.nacks += 1
 
     def rate_bps(self, t: float) -> float:
-        self.state = dcqcn.advance(self.state, self.params, self._t(t))
-        return float(self.state.rc[0])
+        return float(self.flows.rate(self._t(t))[0])
 
     def trace(self, t: float) -> dict[str, float]:
-        self.rate_bps(t)
-        row = dcqcn.trace_row(self.state)
+        t = self._t(t)
+        row = dcqcn.trace_row(self.flows.state_at(t))
         row.update(cnps=float(self.cnps), nacks=float(self.nacks))
         return row
 
@@ -85,26 +106,19 @@ class DcqcnController:
 #: (0.25) with the samples between decisions averaged was less fair on BMv2 (Jain
 #: 0.66-0.92 against 0.92-0.997; docs/emulation.md).
 ACK_INTERVALS_PER_DECISION = 2.0
-#: most decisions one RTT sample makes (RlccController with a decision interval)
-MAX_CATCHUP = 8
 
 
 class RlccController:
-    """RL-CC for one flow: decisions on RTT samples.
+    """RL-CC for one flow: the RL-CC rule (:class:`p4cc.hostcc.rlcc_rule.RlccRule`, N=1).
 
     ``decision_interval_s`` 0 (default): one decision per sample.  Above 0 (the host
-    sender uses ``api.RLCC_DECISION_RTTS`` base RTTs: RL-CC decides once per RTT): at
-    most one per interval, and a sample that comes k whole intervals after the last
-    decision makes k decisions (at most :data:`MAX_CATCHUP`) on that sample, as a
-    per-interval agent seeing the same latest signal would.  Without the catch-up a
-    flow decided once per sample, and the sample rate grows with the flow's own packet
-    rate, so faster flows took more ×1.2 steps per second than slower ones (BMv2, RTT
-    samples from ACKs: Jain 0.47).  Samples come from probe replies and data ACKs;
-    ``ack_interval_s`` (:data:`ACK_INTERVALS_PER_DECISION` decision intervals, or RTT
-    normalisers without an interval) is how often the host sender asks for an ACK, i.e.
-    an RTT sample.  The samples since the last decision count as their mean δ; at most
-    one of a sample's decisions is a cut, one per round trip (:func:`rlcc.step`); a NAK
-    is a decision point on the last sample (:meth:`on_nack`).
+    sender uses :func:`rlcc_rule.decision_interval_s`, ``DECISION_RTTS`` base RTTs: RL-CC
+    decides once per RTT): at most one per interval, with the catch-up of late samples;
+    the samples since the last decision count as their mean δ; a NAK is a decision point
+    on the last sample; at most one cut per round trip (the rule's docstring has each
+    part and why).  Samples come from probe replies and data ACKs; ``ack_interval_s``
+    (:data:`ACK_INTERVALS_PER_DECISION` decision intervals, or RTT normalisers without
+    an interval) is how often the host sender asks for an ACK, i.e. an RTT sample.
     """
 
     def __init__(self, policy: Policy, params: rlcc.RlccParams | None = None,
@@ -119,20 +133,21 @@ class RlccController:
                 params = replace(params, base_rtt_s=base_rtt_s)
             if line_rate_bps is not None:
                 params = replace(params, line_rate_bps=line_rate_bps)
-        if decision_interval_s is not None and not decision_interval_s >= 0:
-            raise ConfigError(f"decision_interval_s={decision_interval_s} must be >= 0")
+        self.rule = RlccRule(params, policy, decision_interval_s or 0.0)
         self.policy, self.params = policy, params
         self.name = f"rlcc:{policy.name}"
-        self.interval = decision_interval_s or 0.0
+        self.interval = self.rule.decision_interval_s
         self.ack_interval_s = ACK_INTERVALS_PER_DECISION * (self.interval or
                                                             params.base_rtt_s)
-        self.state = rlcc.init_state(1, params, policy)
-        self.last_decision = -math.inf
+        self.flows = self.rule.init(1)
         self.cnps = self.nacks = self.samples = 0
         self.bytes_sent = 0
         self.last_rtt: float | None = None
         self.last_qdepth: int | None = None
-        self._pending: list[float] = []  # inflation samples since the last decision
+
+    @property
+    def state(self) -> rlcc.RlccState:
+        return self.flows.cc
 
     def on_cnp(self, t: float) -> None:
         self.cnps += 1
@@ -140,55 +155,22 @@ class RlccController:
     def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
         self.samples += 1
         self.last_rtt, self.last_qdepth = rtt_s, max_qdepth_pkts
-        self._pending.append(float(rlcc.inflation_from(
-            self.params, np.array([rtt_s]),
-            None if max_qdepth_pkts is None else [max_qdepth_pkts])[0]))
-        self._decide(t, rtt_s, max_qdepth_pkts)
-
-    def _decide(self, t: float, rtt_s: float, max_qdepth_pkts: int | None) -> None:
-        if t - self.last_decision < self.interval:
-            return
-        # the samples since the last decision, averaged as δ is: β + mean((inflation − β)⁺)
-        # gives the mean of the samples' δ (δ is linear in that term).  Averaging the
-        # inflation instead would favour fast flows: more samples, less noise, a smaller
-        # mean of the convex (·)⁺ term, smaller cuts (BMv2: Jain 0.66-0.83).
-        beta = self.params.beta
-        if self._pending:
-            excess = float(np.mean(np.maximum(np.array(self._pending) - beta, 0.0)))
-            infl = np.array([beta + excess if excess > 0 else min(self._pending)])
-        else:
-            infl = rlcc.inflation_from(self.params, np.array([rtt_s]),
-                                       None if max_qdepth_pkts is None else [max_qdepth_pkts])
-        self._pending.clear()
-        k = 1
-        if self.interval > 0 and math.isfinite(self.last_decision):
-            k = int((t - self.last_decision) / self.interval)
-        for _ in range(min(k, MAX_CATCHUP)):  # (at most one of them a cut: rlcc.step)
-            self.state = rlcc.step(self.state, self.params, self.policy, infl, t=t,
-                                   sent_t=t - rtt_s)
-        # keep the interval grid (a sample 2.5 intervals late leaves 0.5 for the next)
-        grid = self.interval > 0 and math.isfinite(self.last_decision) and k <= MAX_CATCHUP
-        self.last_decision = self.last_decision + k * self.interval if grid else t
+        q = None if max_qdepth_pkts is None else float(max_qdepth_pkts)
+        self.flows = self.rule.on_rtt_sample(self.flows, t, _TRUE, rtt_s, q)
 
     def on_bytes_sent(self, t: float, nbytes: int) -> None:
         self.bytes_sent += int(nbytes)
 
     def on_nack(self, t: float) -> None:
-        """A NAK (a drop at a full queue) is a decision point too, on the last RTT sample.
-
-        In deep congestion the ACKs that carry RTT samples are few (drops, go-back-N
-        resends are not timed: Karn's rule), so decisions on samples alone came ~5 times
-        a second while the buffer stayed full for 2.75 s (BMv2 4->1 incast, start-up);
-        a NAK lets the flow cut once per round trip (:func:`rlcc.step`) meanwhile."""
+        """A NAK (a drop at a full queue) is a decision point on the last RTT sample."""
         self.nacks += 1
-        if self.last_rtt is not None:
-            self._decide(t, self.last_rtt, self.last_qdepth)
+        self.flows = self.rule.on_nack(self.flows, t, _TRUE)
 
     def rate_bps(self, t: float) -> float:
-        return float(self.state.rate[0])
+        return float(self.flows.rate[0])
 
     def trace(self, t: float) -> dict[str, float]:
-        s = self.state
+        s = self.flows.cc
         return {"t_s": t, "rate_bps": float(s.rate[0]), "action": float(s.prev_action[0]),
                 "delta": float(s.delta[0]), "inflation": float(s.inflation[0]),
                 "reward": float(-s.delta[0] ** 2), "decisions": float(s.decisions[0]),
@@ -227,8 +209,6 @@ _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
 #: ``rlcc:<name>`` shortcuts for the shipped reference policy files.
 SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
            "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
-CONTROLLER_NAMES = ("dcqcn", "dcqcn:<paramset>", "rlcc", "rlcc:<policyfile|reference|"
-                    + "|".join(SHIPPED) + ">", "fixed", "fixed:<rate, e.g. 5M>")
 
 
 def parse_rate(text: str) -> float:
@@ -251,9 +231,55 @@ def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
     return load_policy(Path(arg))
 
 
+# -- host CC kinds -------------------------------------------------------------------------
+#: ``make(variant, scale, line_rate_bps, opts)``: a controller for ``kind[:variant]``.
+ControllerMaker = Callable[[str, Scale, float, dict[str, Any]], RateController]
+
+
+def _no_opts(scale: Scale) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class HostCcKind:
+    """One host CC kind: its name (the part of ``host_cc`` before ``:``) and builder."""
+
+    name: str
+    usage: str  # e.g. "dcqcn[:<parameter set>]" (errors, help)
+    #: builds a controller; None: not p4cc's transport (kernel TCP through iperf3)
+    make: ControllerMaker | None
+    #: options the host sender adds for this kind (RL-CC: its decision interval)
+    sender_opts: Callable[[Scale], dict[str, Any]] = _no_opts
+
+
+#: Host CC kinds by name (:func:`register_host_cc`); ``p4cc.sim.cc`` keys its hooks by the
+#: same names, and the experiment spec accepts exactly these.
+HOST_CC_KINDS: dict[str, HostCcKind] = {}
+
+
+def register_host_cc(kind: HostCcKind) -> HostCcKind:
+    if kind.name in HOST_CC_KINDS or ":" in kind.name:
+        raise ConfigError(f"host CC kind {kind.name!r} is registered already or has a ':'")
+    HOST_CC_KINDS[kind.name] = kind
+    return kind
+
+
+def host_cc_names() -> tuple[str, ...]:
+    return tuple(HOST_CC_KINDS)
+
+
+def host_cc_kind(name: str) -> HostCcKind:
+    """The kind of ``name`` (``kind`` or ``kind:variant``); ConfigError when unknown."""
+    kind = HOST_CC_KINDS.get(name.partition(":")[0])
+    if kind is None:
+        raise ConfigError(f"unknown host CC {name!r}; choose one of "
+                          f"{[k.usage for k in HOST_CC_KINDS.values()]}")
+    return kind
+
+
 def make_controller(name: str, scale: Scale | None = None, line_rate_bps: float | None = None,
                     **opts: Any) -> RateController:
-    """Build a controller by name (see :data:`CONTROLLER_NAMES`).
+    """Build a controller by name (a kind of :data:`HOST_CC_KINDS`, ``kind[:variant]``).
 
     ``dcqcn[:set]``: options are :class:`~p4cc.hostcc.dcqcn.DcqcnParams` overrides
     (default set ``hpcc-ns3``, scaled with ``scale``).  ``rlcc[:policy]``: options are
@@ -262,18 +288,42 @@ def make_controller(name: str, scale: Scale | None = None, line_rate_bps: float 
     """
     sc = scale if scale is not None else Scale()
     line = float(line_rate_bps if line_rate_bps is not None else sc.link_rate_bps)
-    kind, _, arg = name.partition(":")
-    if kind == "dcqcn":
-        return DcqcnController(dcqcn.dcqcn_params(arg or "hpcc-ns3", line, sc, **opts))
-    if kind == "rlcc":
-        interval = opts.pop("decision_interval_s", None)
-        opts.setdefault("base_rtt_s", rlcc.norm_rtt_s(sc))
-        opts.setdefault("pkt_bytes", sc.pkt_bytes)
-        try:
-            rparams = rlcc.RlccParams(line_rate_bps=line, **opts)
-        except TypeError as exc:
-            raise ConfigError(f"bad RL-CC option: {exc}") from None
-        return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval)
-    if kind == "fixed":
-        return FixedController(parse_rate(arg) if arg else line)
-    raise ConfigError(f"unknown controller {name!r}; choose one of {list(CONTROLLER_NAMES)}")
+    kind = host_cc_kind(name)
+    if kind.make is None:
+        userspace = [k.usage for k in HOST_CC_KINDS.values() if k.make is not None]
+        raise ConfigError(f"host CC {name!r} is the kernel's (iperf3 bulk flows), not a p4cc "
+                          f"controller; p4cc's transport runs {userspace}")
+    return kind.make(name.partition(":")[2], sc, line, dict(opts))
+
+
+def _make_dcqcn(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateController:
+    return DcqcnController(dcqcn.dcqcn_params(arg or "hpcc-ns3", line, sc, **opts))
+
+
+def _make_rlcc(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateController:
+    interval = opts.pop("decision_interval_s", None)
+    opts.setdefault("base_rtt_s", rlcc.norm_rtt_s(sc))
+    opts.setdefault("pkt_bytes", sc.pkt_bytes)
+    try:
+        rparams = rlcc.RlccParams(line_rate_bps=line, **opts)
+    except TypeError as exc:
+        raise ConfigError(f"bad RL-CC option: {exc}") from None
+    return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval)
+
+
+def _make_fixed(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateController:
+    return FixedController(parse_rate(arg) if arg else line)
+
+
+def _rlcc_sender_opts(scale: Scale) -> dict[str, Any]:
+    return {"decision_interval_s": decision_interval_s(scale)}
+
+
+register_host_cc(HostCcKind("dcqcn", "dcqcn[:<parameter set>]", _make_dcqcn))
+register_host_cc(HostCcKind(
+    "rlcc", "rlcc[:<policy file>|reference|" + "|".join(SHIPPED) + "]", _make_rlcc,
+    _rlcc_sender_opts))
+register_host_cc(HostCcKind("fixed", "fixed[:<rate, e.g. 5M>]", _make_fixed))
+register_host_cc(HostCcKind("tcp", "tcp (kernel TCP, bulk workloads only)", None))
+#: every name ``make_controller`` and the spec accept (usage strings)
+CONTROLLER_NAMES = tuple(k.usage for k in HOST_CC_KINDS.values())

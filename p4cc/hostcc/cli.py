@@ -16,6 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from p4cc.constants import ROCE_PORT
 from p4cc.errors import ConfigError
 from p4cc.hostcc import api
 from p4cc.hostcc.flow import FlowSpec
@@ -154,7 +155,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dev", help="pace with HTB on this interface (needs root)")
     p.add_argument("--netns", help="run inside this named network namespace")
     p.add_argument("--out", help="directory for fct.csv and trace.csv")
-    p.add_argument("--port", type=int, default=4791, help="receiver UDP port")
+    p.add_argument("--port", type=int, default=ROCE_PORT, help="receiver UDP port")
     p.add_argument("--schedule", help="JSON file: list of {dst, size, start_s, cc}")
     p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
     p.add_argument("--line-rate", type=float, default=0.0, help="line rate b/s (scale's)")
@@ -181,7 +182,8 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_send)
 
     p = sub.add_parser("recv", help="receive flows; CNPs on CE, NAKs on gaps")
-    p.add_argument("--port", type=int, default=4791, help="UDP port (default 4791)")
+    p.add_argument("--port", type=int, default=ROCE_PORT,
+                   help=f"UDP port (default {ROCE_PORT})")
     p.add_argument("--bind", default="0.0.0.0", help="address to bind")
     p.add_argument("--out", help="directory for rx_flows.csv")
     p.add_argument("--netns", help="run inside this named network namespace")

@@ -36,123 +36,51 @@ updates (the pending CNP's one, then the pure decays in closed form, (1-g)^k) an
 idle decrease checks are applied only where α is read (a cut, a CNP) and before a
 public function returns; the timer loop visits only rate-changing events (decrease
 checks with a CNP pending, increase events), so a jump over many periods costs a few
-vectorized steps.  The simulator (p4cc.sim.cc.DcqcnHook) steps a mutable working copy
-through the same in-place functions (``_lazy_cnp``, ``_lazy_bytes``, ``_lazy_advance``)
-that the public ones wrap.
+vectorized steps.
+
+Two public forms of the one rule (the in-place steps live in :mod:`p4cc.hostcc.dcqcn_core`):
+
+* the pure functions :func:`on_cnp`, :func:`on_bytes_sent`, :func:`advance` over a frozen
+  :class:`DcqcnState` (tests, analysis, one-off use);
+* :class:`DcqcnFlows`, a pool of flows stepped in place, with α kept lazy across calls.
+  The host's :class:`p4cc.hostcc.cc.DcqcnController` (N = 1) and the simulator's
+  ``p4cc.sim.cc.DcqcnHook`` (every flow slot) both step a ``DcqcnFlows``, so a host flow
+  and a simulated flow fed the same CNPs, byte counts and rate queries take the same
+  decisions to the bit (tests/test_cc_rule_equivalence.py).  The pure functions give the
+  same rates within float rounding of α (the closed-form decays are split differently).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
 from p4cc.errors import ConfigError
+from p4cc.hostcc.dcqcn_core import (
+    ARRAYS,
+    BLOCKS,
+    NEVER,
+    DcqcnState,
+    Work,
+    any_true,
+    check_time,
+    init_state,
+    lazy_advance,
+    lazy_bytes,
+    lazy_cnp,
+    materialize,
+)
 from p4cc.hostcc.dcqcn_params import DCQCN_PARAM_SETS, DcqcnParams, dcqcn_params, to_ns
 
-__all__ = ["DCQCN_PARAM_SETS", "NEVER", "DcqcnParams", "DcqcnState", "advance", "dcqcn_params",
-           "init_state", "on_bytes_sent", "on_cnp", "select", "to_ns", "trace_row"]
+__all__ = ["DCQCN_PARAM_SETS", "NEVER", "DcqcnFlows", "DcqcnParams", "DcqcnState", "advance",
+           "dcqcn_params", "init_state", "on_bytes_sent", "on_cnp", "select", "to_ns",
+           "trace_row"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-
-#: "No event scheduled" (a timer of an inactive flow).
-NEVER = np.iinfo(np.int64).max
-#: Rc within this fraction of the line rate after an increase counts as recovered.
-RECOVERED_RTOL = 1e-12
-
-
-# -- state -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class DcqcnState:
-    """RP state of N flows (arrays of length N); ``t_ns`` is the time it is valid at."""
-
-    t_ns: int
-    rc: FloatArray  # current rate Rc (b/s)
-    rt: FloatArray  # target rate Rt (b/s)
-    alpha: FloatArray
-    line: FloatArray  # per-flow line rate (b/s)
-    active: BoolArray  # has seen a CNP (timers running)
-    alpha_cnp: BoolArray  # CNP since the last α update
-    dec_cnp: BoolArray  # CNP since the last decrease check
-    next_alpha: IntArray
-    next_dec: IntArray
-    next_inc: IntArray
-    t_stage: IntArray  # increase-timer events since the last cut (i)
-    b_stage: IntArray  # byte-counter events since the last cut (j)
-    bytes_acc: IntArray  # bytes counted toward the next byte-counter event
-
-    @property
-    def n(self) -> int:
-        return int(self.rc.shape[0])
-
-    @property
-    def t(self) -> float:
-        return self.t_ns * 1e-9
-
-
-_ARRAYS = ("rc", "rt", "alpha", "line", "active", "alpha_cnp", "dec_cnp", "next_alpha",
-           "next_dec", "next_inc", "t_stage", "b_stage", "bytes_acc")
-
-
-def init_state(n: int, params: DcqcnParams, t0: float = 0.0,
-               line_rate_bps: float | npt.ArrayLike | None = None) -> DcqcnState:
-    """N flows at line rate, no CNP seen yet (per-flow line rates optional)."""
-    if n < 0:
-        raise ConfigError(f"number of flows must be >= 0, got {n}")
-    line = np.full(n, params.line_rate_bps, dtype=np.float64)
-    if line_rate_bps is not None:
-        line = np.broadcast_to(np.asarray(line_rate_bps, dtype=np.float64), (n,)).copy()
-    if n and (not np.all(np.isfinite(line)) or np.any(line < params.min_rate_bps)):
-        raise ConfigError(f"per-flow line rates must be finite and >= min_rate_bps="
-                          f"{params.min_rate_bps}")
-    never = np.full(n, NEVER, dtype=np.int64)
-    zeros_i = np.zeros(n, dtype=np.int64)
-    false = np.zeros(n, dtype=np.bool_)
-    return DcqcnState(
-        t_ns=to_ns(t0), rc=line.copy(), rt=line.copy(), alpha=np.full(n, params.alpha_init),
-        line=line, active=false.copy(), alpha_cnp=false.copy(), dec_cnp=false.copy(),
-        next_alpha=never.copy(), next_dec=never.copy(), next_inc=never.copy(),
-        t_stage=zeros_i.copy(), b_stage=zeros_i.copy(), bytes_acc=zeros_i.copy())
-
-
-class _Work:
-    """Private mutable copy of a state used inside one pure call."""
-
-    def __init__(self, s: DcqcnState) -> None:
-        self.t_ns = s.t_ns
-        for nm in _ARRAYS:
-            setattr(self, nm, getattr(s, nm).copy())
-
-    def freeze(self) -> DcqcnState:
-        return DcqcnState(t_ns=self.t_ns, **{nm: getattr(self, nm) for nm in _ARRAYS})
-
-    rc: FloatArray
-    rt: FloatArray
-    alpha: FloatArray
-    line: FloatArray
-    active: BoolArray
-    alpha_cnp: BoolArray
-    dec_cnp: BoolArray
-    next_alpha: IntArray
-    next_dec: IntArray
-    next_inc: IntArray
-    t_stage: IntArray
-    b_stage: IntArray
-    bytes_acc: IntArray
-
-
-def _any(m: BoolArray) -> bool:
-    """``m.any()`` for a bool array (count_nonzero is several times cheaper per call)."""
-    return bool(np.count_nonzero(m))
-
-
-def _ix(m: BoolArray | IntArray) -> IntArray:
-    """Flow indices of a bool mask (index arrays pass through)."""
-    ix: IntArray = m.nonzero()[0] if m.dtype == np.bool_ else m.astype(np.int64, copy=False)
-    return ix
 
 
 def _mask(n: int, mask: npt.ArrayLike | None) -> BoolArray:
@@ -168,243 +96,17 @@ def _mask(n: int, mask: npt.ArrayLike | None) -> BoolArray:
     return m
 
 
-def _catch_up(w: _Work, p: DcqcnParams, upto: IntArray | int, ix: IntArray,
-              checks: bool) -> FloatArray:
-    """Apply the lazy events of active flows ``ix`` up to ``upto`` (one time or one per
-    flow of ``ix``); returns their α.
-
-    α events: a pending CNP's update α = (1-g)·α + g first, then the pure decays in
-    closed form ((1-g)^k).  Nothing but a cut reads α, so these are applied only when
-    it is read (a cut, a CNP, a public call's result), not every α period.  With
-    ``checks``, decrease checks with no CNP pending (which do nothing) move to the
-    first check time after ``upto``; the caller has run the timers up to ``upto``, so
-    a pending check is already after it."""
-    a_ns, g, d_ns = p.alpha_ns, p.g, p.decrease_ns
-    na = w.next_alpha[ix]
-    k = (upto - na) // a_ns + 1  # α events at or before upto (<= 0: none)
-    c = w.alpha_cnp[ix]
-    c &= k > 0
-    al = w.alpha[ix]
-    if _any(c):  # the first update after a CNP counts it
-        al = np.where(c, (1.0 - g) * al + g, al)
-        w.alpha_cnp[ix[c]] = False
-        k -= c
-        na += c * a_ns
-    np.maximum(k, 0, out=k)
-    al = al * (1.0 - g) ** k
-    w.alpha[ix] = al
-    w.next_alpha[ix] = na + k * a_ns
-    if checks and d_ns is not None:
-        # (a pending check is after ``upto``: its events up to there have run, so only
-        # idle checks move)
-        nd = w.next_dec[ix]
-        w.next_dec[ix] = nd + np.maximum((upto - nd) // d_ns + 1, 0) * d_ns
-    return al
-
-
-def _cut(w: _Work, p: DcqcnParams, m: IntArray, tm: IntArray | int,
-         alpha: FloatArray | None = None) -> None:
-    """Rate decrease of flows ``m`` (indices) at ``tm`` (per flow of ``m`` or one time)
-    using their α (already brought up to ``tm``; ``alpha``: those values, if at hand)."""
-    counts_bytes = p.byte_counter_bytes is not None  # else b_stage, bytes_acc stay 0
-    rc = w.rc[m]
-    if p.clamp_target:
-        w.rt[m] = rc
-    else:
-        no_inc = w.t_stage[m] == 0
-        if counts_bytes:
-            no_inc &= w.b_stage[m] == 0
-        w.rt[m] = np.where(no_inc, w.rt[m], rc)
-    factor = 1.0 - (w.alpha[m] if alpha is None else alpha) / 2.0
-    if p.min_dec_factor > 0.0:  # (α <= 1: the factor is >= 1/2 > 0 otherwise)
-        factor = np.maximum(factor, p.min_dec_factor)
-    w.rc[m] = np.maximum(p.min_rate_bps, rc * factor)
-    w.t_stage[m] = 0
-    if counts_bytes:
-        w.b_stage[m] = 0
-        w.bytes_acc[m] = 0
-    w.next_inc[m] = tm + p.increase_ns
-
-
-def _increase(w: _Work, p: DcqcnParams, mask: BoolArray | IntArray, by_timer: bool) -> None:
-    """One increase event of flows ``mask`` (stage counts taken before the event)."""
-    m = _ix(mask)
-    i = w.t_stage[m]
-    j = w.b_stage[m] if p.byte_counter_bytes is not None else i
-    f = p.fast_recovery_stages
-    hi_stage, lo_stage = np.maximum(i, j), np.minimum(i, j)
-    hyper = lo_stage > f
-    additive = (hi_stage >= f) & ~hyper
-    step = np.where(additive, p.rai_bps, 0.0)
-    mult = (lo_stage - f) if p.hai_grows else 1
-    step = step + np.where(hyper, p.rhai_bps * mult, 0.0)
-    line = w.line[m]
-    rt = np.minimum(w.rt[m] + step, line)
-    rc = np.minimum((w.rc[m] + rt) / 2.0, line)
-    w.rt[m] = rt
-    # Snap the last 1e-12 to the line rate so a recovered flow is exactly at line rate
-    # (then its increase events are no-ops that _run_timers may skip in bulk).
-    w.rc[m] = np.where(line - rc <= RECOVERED_RTOL * line, line, rc)
-    if by_timer:
-        w.t_stage[m] += 1
-    else:
-        w.b_stage[m] += 1
-
-
-def _run_timers(w: _Work, p: DcqcnParams, t_ns: int) -> None:
-    """Process every rate-changing timer event (decrease checks with a CNP pending,
-    increase timers) at or before ``t_ns``, each flow in its own time order; α events
-    and idle decrease checks are lazy (_catch_up).  Inactive
-    flows' timers are NEVER (init_state; only a CNP starts them)."""
-    d_ns, i_ns = p.decrease_ns, p.increase_ns
-    while True:
-        ti = w.next_inc
-        if d_ns is None:
-            e = ti
-        else:
-            td = np.where(w.dec_cnp, w.next_dec, NEVER)
-            e = np.minimum(td, ti)
-        due = (e <= t_ns).nonzero()[0]
-        if not len(due):
-            return
-        ed = e[due]
-        # Only the flows handled now can have another event by t (a flow's events depend
-        # on its own state alone): an increase one period after the cut or increase
-        # handled now, or a pending check after an increase handled now.
-        again = int(ed.min()) + i_ns <= t_ns
-        if d_ns is None:
-            ii = due
-        else:
-            is_d = td[due] == ed  # a check before the increase event at the same time
-            idd = due[is_d]
-            if len(idd):
-                ed = ed[is_d]
-                al = _catch_up(w, p, ed, idd, checks=False)  # that instant's α update first
-                _cut(w, p, idd, ed, al)
-                w.dec_cnp[idd] = False
-                w.next_dec[idd] += d_ns
-            ii = due[~is_d]
-            if len(ii) and not again:
-                again = int(td[ii].min()) <= t_ns
-        if len(ii):
-            # Recovered flows (Rc = Rt = line, no cut pending): their increase events
-            # only count, all of them up to t at once.
-            rec = ~w.dec_cnp[ii]
-            rec &= w.rc[ii] >= w.line[ii]
-            rec &= w.rt[ii] >= w.line[ii]
-            if _any(rec):
-                ix = ii[rec]
-                k = (t_ns - w.next_inc[ix]) // i_ns + 1
-                w.t_stage[ix] += k
-                w.next_inc[ix] += k * i_ns
-                ii = ii[~rec]
-            if len(ii):
-                _increase(w, p, ii, by_timer=True)
-                w.next_inc[ii] += i_ns
-        if not again:
-            return
-
-
-def _check_time(w: _Work, t_ns: int) -> None:
-    if t_ns < w.t_ns:
-        raise ConfigError(f"DCQCN time went backwards: {t_ns} ns < state time {w.t_ns} ns")
-
-
-def _lazy_advance(w: _Work, p: DcqcnParams, t_ns: int) -> None:
-    """Rate-changing events up to ``t_ns`` in place (α and idle checks stay lazy)."""
-    _check_time(w, t_ns)
-    _run_timers(w, p, t_ns)
-    w.t_ns = t_ns
-
-
-def _lazy_cnp(w: _Work, p: DcqcnParams, t_ns: int, m: IntArray,
-              next_change_ns: int | None = None) -> bool:
-    """CNPs at ``t_ns`` for flows ``m`` (unique indices), in place (lazy α).
-
-    ``next_change_ns``: the caller's bound on the earliest pending rate-changing event
-    (None: look).  Returns whether timer events ran (else the caller's bound still
-    holds, lowered to the new decrease checks of ``m``)."""
-    _check_time(w, t_ns)
-    ran = False
-    if t_ns - 1 > w.t_ns:
-        if next_change_ns is None or next_change_ns <= t_ns - 1:
-            _run_timers(w, p, t_ns - 1)
-            ran = True
-        w.t_ns = t_ns - 1
-    before = w.t_ns  # events up to here come before the CNP (a CNP at t precedes t's)
-    act = w.active[m]
-    if np.count_nonzero(act) == len(m):  # (usually: no first CNP among them)
-        first, old = m[:0], m
-    else:
-        first, old = m[~act], m[act]
-    if len(old):
-        _catch_up(w, p, before, old, checks=True)
-    if len(first):
-        w.alpha[first] = p.alpha_init
-        w.rc[first] = np.maximum(p.min_rate_bps, w.rc[first] * p.rate_on_first_cnp)
-        w.rt[first] = w.rc[first]
-        w.active[first] = True
-        w.next_alpha[first] = t_ns + p.alpha_ns
-        if p.decrease_ns is not None:
-            w.next_dec[first] = t_ns + p.decrease_ns
-    if p.decrease_ns is None:  # paper variant: cut now, then update α
-        _cut(w, p, m, t_ns)
-        w.alpha[m] = (1.0 - p.g) * w.alpha[m] + p.g
-        w.next_alpha[m] = t_ns + p.alpha_ns
-        _run_timers(w, p, t_ns)
-        ran = True
-    else:
-        w.alpha_cnp[old] = True  # (a first CNP does not count for the α update)
-        w.dec_cnp[m] = True
-        if (next_change_ns is None or next_change_ns <= t_ns
-                or (len(old) and int(w.next_dec[old].min()) <= t_ns)):
-            _run_timers(w, p, t_ns)
-            ran = True
-    w.t_ns = t_ns
-    return ran
-
-
-def _lazy_bytes(w: _Work, p: DcqcnParams, t_ns: int, sent: IntArray) -> None:
-    """Bytes sent by ``t_ns`` (one count per flow): byte-counter events, in place."""
-    b = p.byte_counter_bytes
-    _check_time(w, t_ns)
-    if b is None or not _any(w.active):  # nothing counts bytes: only time moves
-        _run_timers(w, p, t_ns)
-        w.t_ns = t_ns
-        return
-    if t_ns - 1 > w.t_ns:
-        _run_timers(w, p, t_ns - 1)
-        w.t_ns = t_ns - 1
-    w.bytes_acc += np.where(w.active, sent, 0)
-    while True:
-        due = w.bytes_acc >= b
-        if not _any(due):
-            break
-        ix = due.nonzero()[0]
-        _increase(w, p, ix, by_timer=False)
-        w.bytes_acc[ix] -= b
-    _run_timers(w, p, t_ns)
-    w.t_ns = t_ns
-
-
-def _materialize(w: _Work, p: DcqcnParams) -> None:
-    """Apply every lazy event up to the state's time (α updates, idle checks)."""
-    ix = w.active.nonzero()[0]
-    if len(ix):
-        _catch_up(w, p, w.t_ns, ix, checks=True)
-
-
 def _anything_due(s: DcqcnState, t_ns: int) -> bool:
     """Whether any timer (α, decrease check, increase) of an active flow is due by t."""
-    if not _any(s.active):
+    if not any_true(s.active):
         return False
     nxt = np.minimum(np.minimum(s.next_alpha, s.next_dec), s.next_inc)
-    return _any(s.active & (nxt <= t_ns))
+    return any_true(s.active & (nxt <= t_ns))
 
 
-def _public(state: DcqcnState, p: DcqcnParams, t_ns: int) -> _Work:
-    w = _Work(state)
-    _check_time(w, t_ns)
+def _public(state: DcqcnState, p: DcqcnParams, t_ns: int) -> Work:
+    w = Work(state)
+    check_time(w, t_ns)
     return w
 
 
@@ -416,8 +118,8 @@ def advance(state: DcqcnState, params: DcqcnParams, t: float) -> DcqcnState:
     if t_ns > state.t_ns and not _anything_due(state, t_ns):
         return replace(state, t_ns=t_ns)
     w = _public(state, params, t_ns)
-    _lazy_advance(w, params, t_ns)
-    _materialize(w, params)
+    lazy_advance(w, params, t_ns)
+    materialize(w, params)
     return w.freeze()
 
 
@@ -427,23 +129,23 @@ def on_cnp(state: DcqcnState, params: DcqcnParams, t: float,
     t_ns = to_ns(t)
     w = _public(state, params, t_ns)
     m = _mask(w.rc.shape[0], mask).nonzero()[0]
-    _lazy_cnp(w, params, t_ns, m)
-    _materialize(w, params)
+    lazy_cnp(w, params, t_ns, m)
+    materialize(w, params)
     return w.freeze()
 
 
 def on_bytes_sent(state: DcqcnState, params: DcqcnParams, t: float,
                   nbytes: npt.ArrayLike) -> DcqcnState:
     """Flows sent ``nbytes`` (array or scalar) by time ``t``: byte-counter increase events."""
-    if params.byte_counter_bytes is None or not _any(state.active):
+    if params.byte_counter_bytes is None or not any_true(state.active):
         return advance(state, params, t)
     t_ns = to_ns(t)
     w = _public(state, params, t_ns)
     sent = np.broadcast_to(np.asarray(nbytes, dtype=np.int64), w.rc.shape)
     if np.any(sent < 0):
         raise ConfigError("nbytes must be >= 0")
-    _lazy_bytes(w, params, t_ns, sent)
-    _materialize(w, params)
+    lazy_bytes(w, params, t_ns, sent)
+    materialize(w, params)
     return w.freeze()
 
 
@@ -457,4 +159,122 @@ def trace_row(state: DcqcnState, i: int = 0) -> dict[str, float]:
 def select(state: DcqcnState, idx: npt.ArrayLike) -> DcqcnState:
     """The sub-state of some flows (e.g. to compare one flow with a batch)."""
     ix = np.asarray(idx)
-    return replace(state, **{nm: getattr(state, nm)[ix] for nm in _ARRAYS})
+    return replace(state, **{nm: getattr(state, nm)[ix] for nm in ARRAYS})
+
+
+class DcqcnFlows:
+    """DCQCN reaction points of a pool of N flows, stepped in place.
+
+    The one DCQCN rule as the host controller (N = 1) and the simulator's hook (a slot
+    per flow) run it: CNPs (:meth:`on_cnp`), bytes sent (:meth:`on_bytes_sent`) and rate
+    queries (:meth:`rate`, which runs the timers) over the whole pool at once.  α
+    updates and idle decrease checks stay lazy: they are applied where α is read (a cut,
+    a CNP) and in :attr:`state`, not every α period.  The core runs only when a rate can
+    change: a CNP, a decrease check with a CNP pending, an increase event (the pool keeps
+    a bound on the next one), so a rate query between events costs a comparison.  Time
+    must not go backwards (the host controller clamps its events).
+    """
+
+    def __init__(self, params: DcqcnParams, n: int = 0, t0: float = 0.0) -> None:
+        self.params = params
+        self._w = Work(init_state(n, params, t0))
+        fresh = init_state(1, params, 0.0)
+        self._fresh = [np.array([getattr(fresh, nm)[0] for nm in names])[:, None]
+                       for names in BLOCKS]
+        self._blocks: list[npt.NDArray[np.generic]] = []
+        self._next_change_ns = int(NEVER)
+        self._carry = np.zeros(n)  # fractional bytes not yet reported to the byte counter
+        self._regroup()
+
+    @property
+    def n(self) -> int:
+        return int(self._w.rc.shape[0])
+
+    def _regroup(self) -> None:
+        """Hold the arrays in a few blocks (rows) so that resetting slots is a few writes."""
+        w = self._w
+        self._blocks = [np.array([getattr(w, nm) for nm in names]) for names in BLOCKS]
+        for block, names in zip(self._blocks, BLOCKS, strict=True):
+            for i, nm in enumerate(names):
+                setattr(w, nm, block[i])
+
+    @property
+    def state(self) -> DcqcnState:
+        """Every flow's state with the lazy events applied (a copy)."""
+        w = Work(self._w.freeze())
+        materialize(w, self.params)
+        return w.freeze()
+
+    def state_at(self, t: float) -> DcqcnState:
+        """:attr:`state` advanced to ``t`` (a copy; the pool itself does not move)."""
+        w = Work(self._w.freeze())
+        t_ns = max(to_ns(t), w.t_ns)
+        lazy_advance(w, self.params, t_ns)
+        materialize(w, self.params)
+        return w.freeze()
+
+    def grow(self, n: int) -> None:
+        """Extend the pool to ``n`` flows (the new ones idle at the params' line rate)."""
+        w = self._w
+        extra = init_state(n - self.n, self.params, w.t_ns * 1e-9)
+        for nm in ARRAYS:
+            setattr(w, nm, np.concatenate([getattr(w, nm), getattr(extra, nm)]))
+        self._carry = np.concatenate([self._carry, np.zeros(n - len(self._carry))])
+        self._regroup()
+
+    def reset(self, slots: IntArray, line_bps: FloatArray) -> None:
+        """Fresh flows in ``slots``: the values of ``init_state`` (no CNP seen, no timers)
+        at line rates ``line_bps``."""
+        if len(slots) == 0:
+            return
+        f, i, b = self._blocks
+        ff, fi, fb = (x[:, 0] for x in self._fresh)
+        carry = self._carry
+        # slot by slot (usually one or two): column writes are cheaper than scatters
+        for s, line in zip(slots.tolist(), line_bps.tolist(), strict=True):
+            f[:, s] = ff
+            f[0, s] = f[1, s] = f[3, s] = line  # rc, rt, line
+            i[:, s] = fi
+            b[:, s] = fb
+            carry[s] = 0.0
+
+    def _update(self) -> None:
+        """The time of the next event that can change a rate."""
+        w = self._w
+        # a pending CNP implies an active flow, and inactive flows' timers are NEVER
+        # (init_state; reset writes fresh values), so no mask on the increase timer
+        inc = int(w.next_inc.min(initial=NEVER))
+        if self.params.decrease_ns is None:
+            self._next_change_ns = inc
+            return
+        dec = int(np.where(w.dec_cnp, w.next_dec, NEVER).min(initial=NEVER))
+        self._next_change_ns = min(dec, inc)
+
+    def on_cnp(self, t: float, ix: IntArray) -> None:
+        """CNPs at ``t`` for the flows ``ix`` (unique indices)."""
+        if len(ix):
+            w = self._w
+            if lazy_cnp(w, self.params, to_ns(t), ix, self._next_change_ns):
+                self._update()
+            elif self.params.decrease_ns is not None:  # the new checks of these flows
+                self._next_change_ns = min(self._next_change_ns, int(w.next_dec[ix].min()))
+
+    def on_bytes_sent(self, t: float, nbytes: FloatArray) -> None:
+        """Every flow sent ``nbytes`` (fractions carried over) by ``t``: the byte counter."""
+        if self.params.byte_counter_bytes is None:
+            return
+        total = self._carry + nbytes
+        whole = np.floor(total)
+        self._carry = total - whole
+        lazy_bytes(self._w, self.params, to_ns(t), whole.astype(np.int64))
+        self._update()
+
+    def rate(self, t: float) -> FloatArray:
+        """Run the timers to ``t``; every flow's current rate Rc (b/s; do not modify)."""
+        # Rates change only at decrease checks and increase events: until the next one
+        # the core need not run (it processes any later jump exactly, α included).
+        t_ns = to_ns(t)
+        if t_ns >= self._next_change_ns:
+            lazy_advance(self._w, self.params, t_ns)
+            self._update()
+        return self._w.rc

@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from p4cc.constants import ROCE_PORT
 from p4cc.errors import ConfigError, P4ccError
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,6 @@ log = logging.getLogger(__name__)
 CLONE_NEWNET = 0x40000000
 TC_H_ROOT = 0xFFFFFFFF
 ETH_P_IP = 0x0800
-ROCE_PORT = 4791
 FIRST_FLOW_MINOR = 0x100
 #: minor number of the class at the host's link rate (``PacerConfig.link_rate_bps``)
 LINK_CLASS_MINOR = 0x2

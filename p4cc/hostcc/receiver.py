@@ -32,6 +32,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from p4cc.constants import ECN_CE, ECN_MASK
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
 from p4cc.scale import Scale
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 IP_TOS = getattr(socket, "IP_TOS", 1)
-ECN_CE = 0x3
 #: DCQCN NP minimum time between CNPs per flow (REFERENCE §2): 50 µs in the DCQCN
 #: paper's code; 4 µs is NVIDIA's MIN_TIME_BETWEEN_CNPS, the interval that goes with the
 #: hpcc-ns3 RP timers (α 1 µs, decrease check 4 µs).  p4cc uses NVIDIA's by default: with
@@ -195,7 +195,7 @@ class ReceiverCore:
         if qdepth is not None:
             flow.max_qdepth = qdepth
         self.counters.data_bytes += plen
-        if (tos & 0x3) == ECN_CE:
+        if (tos & ECN_MASK) == ECN_CE:
             flow.ce_pkts += 1
             if now - flow.last_cnp_t >= self.cfg.cnp_interval_s:
                 flow.last_cnp_t = now

@@ -13,6 +13,10 @@ The core (:func:`p4cc.hostcc.rlcc.step`) clips the actions to the configured bou
   (NVIDIA RL-CC §4.1, §5.1).
 * Tree ensembles live in :mod:`p4cc.hostcc.rlcc_trees`.
 
+The pieces both modules build on (the :class:`Policy` protocol, :class:`PolicyLoadError`,
+:class:`WindowedPolicy`, the reference gains ``REF_*``) live in
+:mod:`p4cc.hostcc.rlcc_policy_base` and are importable from here too.
+
 Files: ``.npz`` (LSTM/MLP weights, key ``kind``), ``.json`` (p4cc trees or a CatBoost
 JSON export).  :func:`load_policy` raises :class:`PolicyLoadError` naming the file and
 the problem.
@@ -23,30 +27,26 @@ from __future__ import annotations
 import math
 import zipfile
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from p4cc.errors import ConfigError
-
-FloatArray = npt.NDArray[np.float64]
-PolicyState = tuple[FloatArray, ...]
-OBS_DIM = 2
-OUTPUTS = ("identity", "exp")
-
-
-class PolicyLoadError(ConfigError):
-    """A policy file is missing, unreadable, or has the wrong content/shapes."""
-
-
-@runtime_checkable
-class Policy(Protocol):
-    name: str
-
-    def initial_state(self, n: int) -> PolicyState: ...
-
-    def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]: ...
+from p4cc.hostcc.rlcc_policy_base import (
+    OBS_DIM,
+    OUTPUTS,
+    REF_DELTA_SCALE,
+    REF_KI,
+    REF_KP,
+    FloatArray,
+    Policy,
+    PolicyLoadError,
+    PolicyState,
+    WindowedPolicy,
+    apply_output,
+)
+from p4cc.paths import HOSTCC_DATA_DIR
 
 
 def take_state(state: PolicyState, idx: npt.NDArray[np.intp]) -> PolicyState:
@@ -63,32 +63,12 @@ def scatter_state(state: PolicyState, idx: npt.NDArray[np.intp],
     return tuple(out)
 
 
-def _out(y: FloatArray, output: str) -> FloatArray:
-    return np.exp(np.clip(y, -50.0, 50.0)) if output == "exp" else y
-
-
 def _relu(x: FloatArray) -> FloatArray:
     return np.maximum(x, 0.0)
 
 
 def _sigmoid(x: FloatArray) -> FloatArray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))  # overflow-free logistic
-
-
-#: Reference policy gains (per decision, one decision per base RTT).  Chosen on the
-#: simulator's N-flow incast (p4cc.sim.validate.rlcc_fixed_point, N = 2..256, paper and
-#: testbed scales): the measured RTT inflation is within 1 % of target·√N + β and the
-#: link stays full.  The former purely integral policy a = exp(ln(1.2)/target·δ)
-#: (k_i = 2.85, k_p = 0) oscillated around that point (inflation 2.5 for 1.63, util. 0.78):
-#: the queue integrates the rate excess and the policy integrates δ, two integrators in
-#: a loop with one RTT of delay, so the loop needs the proportional (damping) term.
-REF_KI = 0.125
-REF_KP = 1.0
-#: δ is squashed to δ_s·tanh(δ/δ_s) first: linear near the operating point (|δ| ≲ 0.3),
-#: bounded in deep congestion, where RTT jitter moves δ by several units and the k_p
-#: term would turn that jitter into random ±20 % steps (BMv2 4→1 incast: the flows took
-#: 2 s to come down from the start-up overload).
-REF_DELTA_SCALE = 1.0
 
 
 class ReferencePolicy:
@@ -166,24 +146,7 @@ class LstmPolicy:
         c = f * c_prev + i * g
         h = o * np.tanh(c)
         y = (h @ w["out_w"].T + w["out_b"])[:, 0]
-        return _out(y, self.output), (h, c)
-
-
-class WindowedPolicy:
-    """Base for policies over the last ``window`` observations, oldest first."""
-
-    name = "windowed"
-    window = 1
-
-    def initial_state(self, n: int) -> PolicyState:
-        hist = np.zeros((n, max(self.window - 1, 0), OBS_DIM))
-        hist[:, :, 1] = 1.0  # padding: δ = 0, previous action = 1
-        return (hist,)
-
-    def features(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
-        (hist,) = state
-        full = np.concatenate([hist, obs[:, None, :]], axis=1)
-        return full.reshape(obs.shape[0], -1), (full[:, 1:, :],)
+        return apply_output(y, self.output), (h, c)
 
 
 class MlpPolicy(WindowedPolicy):
@@ -216,7 +179,7 @@ class MlpPolicy(WindowedPolicy):
             x = x @ wt.T + b
             if k < len(self.layers) - 1:
                 x = _relu(x)
-        return _out(x[:, 0], self.output), new_state
+        return apply_output(x[:, 0], self.output), new_state
 
 
 def _check_shapes(arrays: dict[str, FloatArray], expect: dict[str, tuple[int, ...]]) -> None:
@@ -289,4 +252,4 @@ def load_policy(path: str | Path) -> Policy:
 
 def data_dir() -> Path:
     """Where the shipped reference policy files live."""
-    return Path(__file__).resolve().parent / "data"
+    return HOSTCC_DATA_DIR

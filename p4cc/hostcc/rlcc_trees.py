@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from p4cc.errors import ConfigError
-from p4cc.hostcc.rlcc_policies import (
+from p4cc.hostcc.rlcc_policy_base import (
     OBS_DIM,
     OUTPUTS,
     REF_DELTA_SCALE,
@@ -43,7 +43,7 @@ from p4cc.hostcc.rlcc_policies import (
     PolicyLoadError,
     PolicyState,
     WindowedPolicy,
-    _out,
+    apply_output,
 )
 
 
@@ -86,7 +86,7 @@ class TreePolicy(WindowedPolicy):
 
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
         x, new_state = self.features(obs, state)
-        return _out(self.predict(x), self.output), new_state
+        return apply_output(self.predict(x), self.output), new_state
 
 
 def _num(v: Any, what: str) -> float:

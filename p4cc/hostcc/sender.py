@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from p4cc.constants import ECN_ECT0
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
@@ -36,7 +37,6 @@ from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
 
 log = logging.getLogger(__name__)
 
-ECT0 = 0x02
 SIOCOUTQ = 0x5411  # bytes held by an unsent/untransmitted socket queue (linux/sockios.h)
 ControllerFactory = Callable[[FlowSpec], RateController]
 # Software TX timestamps (linux/net_tstamp.h, Documentation/networking/timestamping.rst):
@@ -200,7 +200,7 @@ class Sender:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         try:
             if self.cfg.ecn:
-                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+                s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_ECT0)
             if self.cfg.dev:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.cfg.sndbuf_bytes)
             s.bind(("0.0.0.0", self.cfg.sport_base + i if self.cfg.sport_base else 0))

@@ -11,18 +11,23 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-ROCE_PORT = 4791
-OP_DATA = 0x04
-OP_ACK = 0x11
-OP_CNP = 0x81
-OP_PROBE = 0xC0
-OP_PROBE_REPLY = 0xC1
-SYNDROME_ACK = 0x1F
-SYNDROME_NAK_SEQ = 0x60
-QDEPTH_NONE = 0xFFFFFF
+from p4cc.constants import (  # noqa: F401 (re-exported: the transport's modules use wire.*)
+    DSCP_INT_SUMMARY,
+    ETH_HEADER_BYTES,
+    IPV4_HEADER_BYTES,
+    OP_ACK,
+    OP_CNP,
+    OP_DATA,
+    OP_PROBE,
+    OP_PROBE_REPLY,
+    QDEPTH_NONE,
+    ROCE_PORT,
+    SYNDROME_ACK,
+    SYNDROME_NAK_SEQ,
+    UDP_HEADER_BYTES,
+)
+
 PSN_MASK = 0xFFFFFF
-#: DSCP the last switch sets when it has inserted the 8-byte INT summary (architecture.md).
-DSCP_INT_SUMMARY = 0x18
 
 DATA_LAST = 0x01
 DATA_RETX = 0x02
@@ -43,9 +48,9 @@ ICRC_LEN = 4
 DATA_HDR_LEN = BTH_LEN + _DATA.size  # 20
 INT_SUMMARY_LEN = _INT_SUMMARY.size  # 8
 #: IPv4 + UDP header bytes in front of every datagram (no IP options).
-IP_UDP_LEN = 28
+IP_UDP_LEN = IPV4_HEADER_BYTES + UDP_HEADER_BYTES
 #: Ethernet header bytes counted by HTB on the host link.
-ETH_LEN = 14
+ETH_LEN = ETH_HEADER_BYTES
 
 
 class WireError(ValueError):

@@ -37,25 +37,32 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
+from p4cc.constants import (  # noqa: F401 (CPU_PORT, INT_REPORT_SESSION: re-exported)
+    CPU_PORT,
+    DSCP_INT,
+    DSCP_INT_SUMMARY,
+    ETH_HEADER_BYTES,
+    INT_HOP_BYTES,
+    INT_MAX_HOPS,
+    INT_REPORT_SESSION,
+    INT_SHIM_MD_BYTES,
+    INT_SUMMARY_BYTES,
+    IPV4_HEADER_BYTES,
+    PACKET_IN_BYTES,
+    ROCE_PORT,
+    UDP_HEADER_BYTES,
+)
 from p4cc.errors import P4ccError
 
-# Constants shared with p4src/include/headers.p4 (keep in step).
-DSCP_INT = 0x17
-DSCP_INT_SUMMARY = 0x18
+# INT field values of p4src/include/headers.p4 that only this module uses (checked by
+# tests/test_dataplane_program.py); the shared ones come from p4cc.constants.
 INT_TYPE_P4CC = 1
 INT_VERSION = 1
-INT_HOP_WORDS = 6
+INT_HOP_WORDS = INT_HOP_BYTES // 4
 INT_INSTRUCTIONS = 0xFE00
-INT_MAX_HOPS = 8
-INT_SHIM_MD_BYTES = 12
-INT_HOP_BYTES = 24
-INT_SUMMARY_BYTES = 8
-PACKET_IN_BYTES = 10
-ROCEV2_PORT = 4791
-#: Clone session the control plane must create toward CPU_PORT for INT reports.
-INT_REPORT_SESSION = 100
-CPU_PORT = 510
 PACKET_IN_REASON_INT_REPORT = 1
+#: Bytes from the Ethernet header to the first INT hop record of an INT report frame.
+_FIRST_HOP = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + UDP_HEADER_BYTES + INT_SHIM_MD_BYTES
 
 
 class IntDecodeError(P4ccError, ValueError):
@@ -73,7 +80,7 @@ def _udp_below(pkt: Packet) -> UDP | None:
 def _after_int(pkt: Packet) -> type[Packet]:
     """BTH after the INT content when the UDP destination port is RoCEv2's, else Raw."""
     udp = _udp_below(pkt)
-    if udp is not None and udp.dport == ROCEV2_PORT:
+    if udp is not None and udp.dport == ROCE_PORT:
         return BTH
     return Raw
 
@@ -325,7 +332,7 @@ def decode_report(
             raise IntDecodeError(f"packet_in reason {reason} is not an INT report (1)")
         meta.update(ingress_port=ing, egress_port=eg, switch_id=sw)
         b = b[PACKET_IN_BYTES:]
-    if len(b) < 14 + 20 + 8 + INT_SHIM_MD_BYTES:
+    if len(b) < _FIRST_HOP:
         raise IntDecodeError(f"INT report truncated: {len(b)} bytes is shorter than "
                              "Ethernet + IPv4 + UDP + INT shim/metadata")
     if b[12:14] != b"\x08\x00":
@@ -349,10 +356,11 @@ def decode_report(
         raise IntDecodeError(f"INT hop count {n} exceeds the maximum of {INT_MAX_HOPS}")
     if shim[1] != (INT_SHIM_MD_BYTES + INT_HOP_BYTES * n) // 4:
         raise IntDecodeError(f"INT shim length {shim[1]} words disagrees with {n} hops")
-    need = 54 + INT_HOP_BYTES * n
+    need = _FIRST_HOP + INT_HOP_BYTES * n
     if len(b) < need:
         raise IntDecodeError(f"INT report truncated: {n} hops need {need} bytes, got {len(b)}")
-    hops = tuple(HopRecord(*_HOP.unpack_from(b, 54 + INT_HOP_BYTES * i)) for i in range(n))
+    hops = tuple(HopRecord(*_HOP.unpack_from(b, _FIRST_HOP + INT_HOP_BYTES * i))
+                 for i in range(n))
     own = hops[0] if hops else None
     return IntReport(
         switch_id=meta.get("switch_id", own.switch_id if own else 0),

@@ -30,6 +30,18 @@ from scapy.fields import BitField, FlagsField, IntField, LongField, XBitField
 from scapy.layers.inet import UDP
 from scapy.packet import Packet, bind_layers
 
+# The opcodes, syndromes and the port are p4cc.constants (shared with p4cc.hostcc.wire).
+from p4cc.constants import (
+    OP_ACK,
+    OP_DATA,
+    OP_PROBE,
+    OP_PROBE_REPLY,
+    QDEPTH_NONE,
+    ROCE_PORT,
+    SYNDROME_ACK,
+    SYNDROME_NAK_SEQ,
+)
+
 __all__ = [
     "AETH",
     "BTH",
@@ -47,20 +59,6 @@ __all__ = [
     "P4ccProbe",
     "cnp",
 ]
-
-ROCE_PORT = 4791
-#: RC SEND ONLY (IBTA opcode 0b000_00100)
-OP_DATA = 0x04
-#: RC ACKNOWLEDGE (IBTA opcode 0b000_10001)
-OP_ACK = 0x11
-#: p4cc RTT probe and its reply, in the manufacturer-specific opcode range 0xC0-0xFF.
-OP_PROBE = 0xC0
-OP_PROBE_REPLY = 0xC1
-#: AETH syndromes (IBTA vol. 1 §9.7.5.1).
-SYNDROME_ACK = 0x1F
-SYNDROME_NAK_SEQ = 0x60
-#: "no queue depth known" in the 24-bit qdepth fields.
-QDEPTH_NONE = 0xFFFFFF
 
 
 class P4ccData(Packet):

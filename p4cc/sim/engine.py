@@ -220,6 +220,7 @@ class Engine(SlotPool):
         if self._n_lost[r]:
             lost = self.fb_lost[r]
             self.remaining += lost
+            cc.on_nack(t0, (lost > 0) & act)  # loss notices: the hosts' NAKs
             lost[:] = 0.0
             self._n_lost[r] = False
         k = steps % self.Dr

@@ -25,6 +25,7 @@ are ``info["rewards"]``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -54,8 +55,8 @@ class EcnTuningEnv(gym.Env[np.ndarray, np.ndarray]):
     def __init__(self, topo: str = "leafspine,spines=2,leaves=2,hosts=4", scale: str = "paper",
                  load: float = 0.6, workload: str = "websearch", variant: str = "acc",
                  intervals: int = 20, interval_s: float | None = None, history: int = 3,
-                 w_throughput: float = 0.3, w_delay: float = 0.7, dt_s: float | None = None
-                 ) -> None:
+                 w_throughput: float = 0.3, w_delay: float = 0.7, dt_s: float | None = None,
+                 settings: Sequence[EcnConfig] | None = None) -> None:
         if variant not in ("acc", "pet"):
             raise ConfigError(f"variant must be 'acc' or 'pet', got {variant!r}")
         self.topo = parse_topo(topo, get_scale(scale))
@@ -76,6 +77,10 @@ class EcnTuningEnv(gym.Env[np.ndarray, np.ndarray]):
         self.n_feat = 8 if variant == "pet" else 6
         self.action_space = spaces.MultiDiscrete(
             np.tile([len(KMAX_GRID), len(KMIN_GRID), len(PMAX_GRID)], (self.n_agents, 1)))
+        # template mode (p4cc.learn): one index per agent into ``settings``
+        self.settings = list(settings) if settings is not None else None
+        if self.settings is not None:
+            self.action_space = spaces.MultiDiscrete([len(self.settings)] * self.n_agents)
         self.observation_space = spaces.Box(0.0, 1.0, (self.n_agents, history * self.n_feat),
                                             np.float32)
         self._hist = np.zeros((self.n_agents, history, self.n_feat), np.float32)
@@ -153,9 +158,10 @@ class EcnTuningEnv(gym.Env[np.ndarray, np.ndarray]):
         eng = self.engine
         if eng is None:
             raise ConfigError("call reset() before step()")
-        a = np.asarray(action).reshape(self.n_agents, 3)
+        a = np.asarray(action).reshape(self.n_agents, 3 if self.settings is None else 1)
         for key, act in zip(self.keys, a, strict=True):
-            eng.set_ecn(key, self.setting(act))
+            eng.set_ecn(key, self.setting(act) if self.settings is None
+                        else self.settings[int(act[0])])
         recs = self._run()
         r = self.rewards(recs)
         self._k += 1

@@ -21,8 +21,9 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES as HEADER_BYTES
 from p4cc.sim.fabric import Fabric
 
-#: Columns of the per-flow records the simulator emits (one row per scheduled flow).
-FLOW_RECORD_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",
+#: Columns of the engine's per-flow records (one row per scheduled flow); the sim backend
+#: turns them into the run store's p4cc.analysis.runs.FLOW_RECORD_COLUMNS.
+ENGINE_FLOW_COLUMNS = ["flow_id", "src", "dst", "size_bytes", "cls", "tag", "start_s",
                        "end_s", "fct_s", "bytes_delivered", "drops_pkts", "retx_bytes",
                        "cnps", "completed", "base_rtt_s"]
 
@@ -129,4 +130,4 @@ class FlowTable:
             "retx_bytes": self.retx, "cnps": self.cnps, "completed": completed,
             "base_rtt_s": self.base_rtt,
         }
-        return pd.DataFrame(rows, columns=FLOW_RECORD_COLUMNS)
+        return pd.DataFrame(rows, columns=ENGINE_FLOW_COLUMNS)

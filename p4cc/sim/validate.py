@@ -20,7 +20,7 @@ import pandas as pd
 
 from p4cc.controlplane.ecn import static_setting
 from p4cc.errors import ConfigError
-from p4cc.hostcc import rlcc, rlcc_policies
+from p4cc.hostcc import rlcc, rlcc_policies, rlcc_rule
 from p4cc.hostcc.receiver import NVIDIA_CNP_INTERVAL_S
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
@@ -84,7 +84,8 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
         raise ConfigError(f"stagger_rtts={stagger_rtts}: every flow must start in the first "
                           f"half of the {rtts} RTTs (need 0 <= stagger_rtts·(N−1) < rtts/2)")
     params = rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc), pkt_bytes=sc.pkt_bytes)
-    hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy())
+    hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy(),
+                    rlcc_rule.decision_interval_s(sc))  # the hosts' decision clock
     eng = Engine(topo, _incast(n, senders, stagger_rtts * sc.base_rtt_s),
                  SimConfig(cc="rlcc", host_traces=False, seed=seed), cc=hook)
     t_end = rtts * sc.base_rtt_s

@@ -28,10 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
+from p4cc.constants import CPU_PORT
 from p4cc.errors import SwitchError, ToolMissingError
 
 BINARY = "simple_switch_grpc"
-CPU_PORT = 510
 INSTALL_HINT = (
     "install BMv2 with P4Runtime and Thrift support: on Ubuntu the p4lang project's "
     "prebuilt package p4lang-bmv2 (the Vagrantfile does this), elsewhere build "

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from p4cc.constants import MAX_PORTS
 from p4cc.errors import ConfigError, SwitchError, ToolMissingError
 from p4cc.topo import hosts as hostcfg
 from p4cc.topo.bmv2 import Bmv2Process, find_binary
@@ -114,9 +115,9 @@ def bmv2_switch_class() -> type:
     return Bmv2Switch
 
 
-#: Highest usable switch port: per-port registers and counters have MAX_PORTS = 64
-#: entries indexed by port number (p4src/include/headers.p4; docs/architecture.md).
-BMV2_MAX_PORT = 63
+#: Highest usable switch port: per-port registers and counters have MAX_PORTS entries
+#: indexed by port number (read from the compiled program; docs/architecture.md).
+BMV2_MAX_PORT = MAX_PORTS - 1
 
 
 def check_ports(topo: TopoSpec) -> None:

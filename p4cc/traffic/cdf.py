@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from p4cc.errors import ConfigError
-
-DATA_DIR = Path(__file__).resolve().parent / "data"
+from p4cc.paths import TRAFFIC_DATA_DIR as DATA_DIR
 
 #: Built-in distributions by name (files in p4cc/traffic/data/).
 BUILTIN_CDFS: dict[str, str] = {

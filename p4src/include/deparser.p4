@@ -18,7 +18,8 @@ control P4ccComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
     }
 }
 
-/* Emits valid headers in wire order; packet_in only on INT report clones. */
+/* Emits valid headers in wire order; packet_in only on INT report clones.  BMv2 appends
+ * the bytes the parser did not extract (the UDP/TCP payload, e.g. a RoCEv2 BTH). */
 control P4ccDeparser(packet_out pkt, in headers_t hdr) {
     apply {
         pkt.emit(hdr.packet_in);
@@ -30,7 +31,6 @@ control P4ccDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.int_md);
         pkt.emit(hdr.int_hops);
         pkt.emit(hdr.int_summary);
-        pkt.emit(hdr.bth);
     }
 }
 

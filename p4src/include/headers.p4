@@ -1,8 +1,9 @@
 /* p4cc data plane: types, constants, headers and metadata.
  *
- * Every layout here is mirrored byte for byte by the Scapy layers in
- * p4cc/packets/int.py (INT) and scapy.contrib.roce (BTH); docs/architecture.md fixes
- * the names.  Widths are in bits.
+ * Every INT and packet_in layout here is mirrored byte for byte by the Scapy layers in
+ * p4cc/packets/int.py; docs/architecture.md fixes the names.  Widths are in bits.
+ * Nothing after UDP other than INT is parsed: the RoCEv2 BTH of the p4cc transport
+ * (p4cc/packets/transport.py) stays payload, see parser.p4.
  */
 #ifndef P4CC_HEADERS_P4
 #define P4CC_HEADERS_P4
@@ -21,7 +22,6 @@ typedef bit<64> bitmap_word_t; // one word of a 256-bit per-port bitmap (4 words
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IPPROTO_TCP    = 6;
 const bit<8>  IPPROTO_UDP    = 17;
-const bit<16> UDP_PORT_ROCEV2 = 4791;      // IANA port of RoCEv2 (BTH follows UDP)
 
 const port_t  CPU_PORT  = 510;             // simple_switch_grpc --cpu-port (architecture.md)
 const bit<32> MAX_PORTS = 64;              // entries of every per-port counter/register
@@ -41,8 +41,13 @@ const bit<6> DSCP_INT         = 0x17;      // INT shim + metadata + hop records 
 const bit<6> DSCP_INT_SUMMARY = 0x18;      // 8-byte INT summary follows UDP
 
 /* INT sizes.  The header stack holds at most INT_MAX_HOPS records; the control plane's
- * int_source(max_hops) is clamped to it. */
+ * int_source(max_hops) is clamped to it.  P4 has no loops outside the parser, so the
+ * per-hop code is unrolled: INT_FOR_EACH_HOP(M) expands M(0) .. M(INT_MAX_HOPS - 1),
+ * and IntEgress.save_for_report lists the records by hand.  Change INT_MAX_HOPS, this
+ * list, save_for_report and p4cc.packets.int.INT_MAX_HOPS together;
+ * tests/test_dataplane_int_hops.py checks that the sources and the compiled JSON agree. */
 #define INT_MAX_HOPS 8
+#define INT_FOR_EACH_HOP(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
 const bit<8>  INT_MAX_HOPS_B   = INT_MAX_HOPS;
 const bit<4>  INT_TYPE_P4CC    = 1;        // shim.int_type
 const bit<4>  INT_VERSION      = 1;        // md.version
@@ -84,8 +89,8 @@ header ethernet_t {
     bit<16> ether_type;
 }
 
-/* IPv4 without options (RFC 791); packets with IHL != 5 are forwarded but their L4
- * headers are not parsed. The TOS byte is split into DSCP and ECN (RFC 2474/3168). */
+/* IPv4 without options (RFC 791); the parser extracts no L4 header when IHL != 5 and
+ * ingress drops such packets.  The TOS byte is split into DSCP and ECN (RFC 2474/3168). */
 header ipv4_t {
     bit<4>  version;
     bit<4>  ihl;
@@ -119,17 +124,6 @@ header udp_t {
     bit<16> dst_port;
     bit<16> length;
     bit<16> checksum;
-}
-
-/* InfiniBand Base Transport Header, 12 bytes (IBTA spec vol. 1 §9.2; RoCEv2 puts it
- * after UDP port 4791).  The data plane reads none of its fields, so the 11 bytes after
- * the opcode are one opaque field (fewer PHV fields, see tcp_t); in wire order they are
- * solicited 1, migreq 1, pad_count 2, tver 4, pkey 16, fecn 1, becn 1, resv6 6,
- * dest_qp 24 (p4cc: flow id), ack_req 1, resv7 7, psn 24 (p4cc: sequence number) —
- * the field widths of scapy.contrib.roce.BTH. */
-header bth_t {
-    bit<8>  opcode;         // 0x81 = CNP (p4cc/packets/transport.py)
-    bit<88> rest;
 }
 
 /* INT shim, 4 bytes, right after UDP when DSCP == DSCP_INT. */
@@ -187,7 +181,6 @@ struct headers_t {
     int_md_t             int_md;
     int_hop_t[INT_MAX_HOPS] int_hops;
     int_summary_t        int_summary;
-    bth_t                bth;
 }
 
 /* ---------------------------------------------------------------- metadata */
@@ -201,7 +194,7 @@ struct headers_t {
 struct int_saved_t {
     bit<87>   info;   // ingress_port 16, egress_port 16, switch_id 32, orig_dscp 6,
                       // hop_count 8, max_hops 8, e 1 (msb first)
-    bit<1536> hops;   // record i (int_hops[i].rec) at [192*i+191 : 192*i]
+    bit<(192 * INT_MAX_HOPS)> hops;   // record i (int_hops[i].rec) at [192*i+191 : 192*i]
 }
 #define INT_SAVED_INGRESS_PORT (meta.int_saved.info[86:71])
 #define INT_SAVED_EGRESS_PORT  (meta.int_saved.info[70:55])

@@ -25,7 +25,8 @@
 #ifndef P4CC_INT_P4
 #define P4CC_INT_P4
 
-/* A hop record is one 192-bit field in wire order (int_hop_t), saved as is in
+/* Per-hop code, expanded for hops 0 .. INT_MAX_HOPS - 1 by INT_FOR_EACH_HOP (headers.p4).
+ * A hop record is one 192-bit field in wire order (int_hop_t), saved as is in
  * meta.int_saved.hops (record i at bits [192*i+191 : 192*i]). */
 #define INT_RESTORE_HOP(i)                                                  \
     if (INT_SAVED_HOP_COUNT > i) {                                          \
@@ -100,7 +101,8 @@ control IntEgress(inout headers_t hdr,
     }
 
     action save_for_report() {
-        /* layout: see int_saved_t */
+        /* layout: see int_saved_t; one concatenation (one BMv2 primitive) of the
+         * INT_MAX_HOPS records, the last first (record i at [192*i+191 : 192*i]). */
         meta.int_saved.info = (bit<16>)standard_metadata.ingress_port
             ++ (bit<16>)standard_metadata.egress_port
             ++ meta.switch_id
@@ -138,14 +140,7 @@ control IntEgress(inout headers_t hdr,
              * pushed (max hops reached). */
             bit<32> path_latency = 0;
             bit<32> max_qdepth = 0;
-            INT_ACC_HOP(0)
-            INT_ACC_HOP(1)
-            INT_ACC_HOP(2)
-            INT_ACC_HOP(3)
-            INT_ACC_HOP(4)
-            INT_ACC_HOP(5)
-            INT_ACC_HOP(6)
-            INT_ACC_HOP(7)
+            INT_FOR_EACH_HOP(INT_ACC_HOP)
             if (!pushed) {
                 path_latency = path_latency + (bit<32>)(standard_metadata.egress_global_timestamp -
                                                         standard_metadata.ingress_global_timestamp);
@@ -209,14 +204,7 @@ control IntReport(inout headers_t hdr,
         hdr.int_md.hop_words = INT_HOP_WORDS;
         hdr.int_md.instructions = INT_INSTRUCTIONS;
         hdr.int_md.rsvd1 = 0;
-        INT_RESTORE_HOP(0)
-        INT_RESTORE_HOP(1)
-        INT_RESTORE_HOP(2)
-        INT_RESTORE_HOP(3)
-        INT_RESTORE_HOP(4)
-        INT_RESTORE_HOP(5)
-        INT_RESTORE_HOP(6)
-        INT_RESTORE_HOP(7)
+        INT_FOR_EACH_HOP(INT_RESTORE_HOP)
         hdr.ipv4.dscp = DSCP_INT;
         hdr.ipv4.total_len = hdr.ipv4.total_len - INT_SUMMARY_BYTES + int_bytes;
         hdr.udp.length = hdr.udp.length - INT_SUMMARY_BYTES + int_bytes;

@@ -1,10 +1,12 @@
 /* p4cc data plane: parser and checksum verification.
  *
- * Ethernet -> IPv4 -> TCP | UDP.  After UDP:
+ * Ethernet -> IPv4 -> TCP | UDP (L4 only for IHL 5 and the first fragment).  After UDP:
  *   DSCP == DSCP_INT          -> INT shim, metadata header, md.hop_count hop records
  *   DSCP == DSCP_INT_SUMMARY  -> INT summary
- * then BTH when the UDP destination port is 4791 (RoCEv2).  INT sits between UDP and
- * BTH, so the BTH decision is taken after the INT stack.
+ * and nothing else.  Whatever follows (for p4cc's transport on UDP port 4791, the
+ * RoCEv2 BTH) is payload: no table or action reads it, and every parser state and
+ * header costs BMv2 work on every packet (docs/dataplane.md).  The deparser emits the
+ * parsed headers and BMv2 appends the unparsed bytes unchanged.
  */
 #ifndef P4CC_PARSER_P4
 #define P4CC_PARSER_P4
@@ -54,7 +56,7 @@ parser P4ccParser(packet_in pkt,
         transition select(hdr.ipv4.dscp) {
             DSCP_INT: parse_int_shim;
             DSCP_INT_SUMMARY: parse_int_summary;
-            default: parse_udp_payload;
+            default: accept;
         }
     }
 
@@ -68,7 +70,7 @@ parser P4ccParser(packet_in pkt,
          * standard_metadata.parser_error set, and ingress drops the packet. */
         verify(hdr.int_md.hop_count <= INT_MAX_HOPS_B, error.StackOutOfBounds);
         transition select(hdr.int_md.hop_count) {
-            0: parse_udp_payload;
+            0: accept;
             default: parse_int_hop;
         }
     }
@@ -78,25 +80,13 @@ parser P4ccParser(packet_in pkt,
         pkt.extract(hdr.int_hops.next);
         meta.int_hops_left = meta.int_hops_left - 1;
         transition select(meta.int_hops_left) {
-            0: parse_udp_payload;
+            0: accept;
             default: parse_int_hop;
         }
     }
 
     state parse_int_summary {
         pkt.extract(hdr.int_summary);
-        transition parse_udp_payload;
-    }
-
-    state parse_udp_payload {
-        transition select(hdr.udp.dst_port) {
-            UDP_PORT_ROCEV2: parse_bth;
-            default: accept;
-        }
-    }
-
-    state parse_bth {
-        pkt.extract(hdr.bth);
         transition accept;
     }
 }

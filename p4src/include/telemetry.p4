@@ -8,15 +8,16 @@
  * threads; a packet for port p is handled by egress thread p % 4.  Registers indexed by
  * the egress port (q_*, incast_bits, flow_bits, elephant_bits at port*4+word) are
  * therefore written by one thread only and are safe (index 0, shared by all ports above
- * MAX_PORT_INDEX, is protected by the per-action lock described next).  The count-min rows flow_bytes_r0/r1
- * are indexed by flow hash, so packets of different ports (different threads) can hit
- * the same cell at the same time.  BMv2 locks every register array an action touches
- * for the duration of that action (bm_sim RegisterSync), so each read-add-write below
- * sits in ONE action (update_all) and no update is lost.  What can still interleave
- * is the control plane's reset (two Thrift calls, one per row) with packets: for a
- * moment one row counts since the old reset and the other since the new one; the
- * estimate is the min of the two, so it is at most too low for one polling interval,
- * which only delays an elephant classification; tolerable for a per-interval feature.
+ * MAX_PORT_INDEX, is protected by the per-action lock described next).  The count-min
+ * rows flow_bytes_r0/r1 are indexed by flow hash, so packets of different ports
+ * (different threads) can hit the same cell at the same time.  BMv2 locks every
+ * register array an action touches for the duration of that action (bm_sim
+ * RegisterSync), so each read-add-write below sits in ONE action (update_all) and no
+ * update is lost.  What can still interleave is the control plane's reset of the
+ * sketch (two Thrift calls, one per row) with packets: the bytes that arrive between
+ * the two calls are counted in the row reset first and lost from the other, so for
+ * that sketch window the estimate (the min of the two rows) can be too low by them,
+ * which only delays an elephant classification.
  */
 #ifndef P4CC_TELEMETRY_P4
 #define P4CC_TELEMETRY_P4
@@ -41,8 +42,10 @@ control Telemetry(inout headers_t hdr,
     /* PET elephant count: as flow_bits, only flows whose sketch estimate reached
      * switch_config.elephant_bytes. */
     register<bitmap_word_t>(BITMAP_ENTRIES) elephant_bits;
-    /* Count-min sketch of bytes per flow (2 rows, different hash functions), reset by
-     * the control plane every interval. */
+    /* Count-min sketch of bytes per flow (2 rows, disjoint bits of one CRC-32), reset
+     * by the control plane once per sketch window (TelemetryPoller.sketch_window_s,
+     * 1 s by default), not at every poll like the registers above: the estimate is the
+     * flow's bytes since the window started. */
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r0;
     register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r1;
 
@@ -91,8 +94,7 @@ control Telemetry(inout headers_t hdr,
         flow_bits.read(w, meta.tel_fi);
         flow_bits.write(meta.tel_fi, w | fbit);
 
-        /* count-min sketch: two rows.  32 bits hold 4 GB per interval; the control
-         * plane resets the rows first. */
+        /* count-min sketch: two rows.  32 bits hold 4 GB per sketch window. */
         flow_bytes_r0.read(c0, (bit<32>)fh[11:0]);
         c0 = c0 + standard_metadata.packet_length;
         flow_bytes_r0.write((bit<32>)fh[11:0], c0);

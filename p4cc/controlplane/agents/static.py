@@ -35,6 +35,19 @@ class StaticAgent:
         return todo
 
 
+class HoldAgent:
+    """Never changes a setting: the loop still polls (``p4cc cli``, a session without an
+    agent) and whatever the operator sets stays in force."""
+
+    name = "hold"
+
+    def reset(self, ports: Mapping[int, EcnConfig | None]) -> None:
+        pass
+
+    def act(self, obs: Mapping[int, PortTelemetry]) -> Mapping[int, EcnConfig]:
+        return {}
+
+
 AgentFactory = Callable[..., Agent]  # factory(scale) or factory(scale, arg)
 
 
@@ -45,6 +58,8 @@ def _static(name: str) -> AgentFactory:
 #: name -> factory(scale) or "module:function" for agents that load lazily (ACC, PET, ...)
 AGENTS: dict[str, AgentFactory | str] = {n.lower(): _static(n) for n in PAPER_SETTINGS}
 _STATIC = frozenset(AGENTS)
+AGENTS.update(acc="p4cc.controlplane.agents.learned:make_acc",  # ACC/PET (docs/learning.md)
+              pet="p4cc.controlplane.agents.learned:make_pet")
 
 
 def register_agent(name: str, factory: AgentFactory | str) -> None:

@@ -27,7 +27,8 @@ def _payload(topo: TopoSpec) -> int:
 def sender_records(schedule: pd.DataFrame, senders: Mapping[str, Sequence[int]],
                    hosts_dir: Path, topo: TopoSpec, t0_epoch: float
                    ) -> tuple[list[dict[str, Any]], list[Iterator[dict[str, Any]]]]:
-    """(flow rows for RunSink.flows, one hostcc row iterator per sender)."""
+    """(flow rows for RunSink.flows, one hostcc row iterator per sender).  The host's
+    other per-flow counters (NAKs, timeouts, ...) stay in its ``send/fct.csv``."""
     rx: dict[tuple[str, int], dict[str, str]] = {}
     for h in {str(x) for x in schedule["dst"]}:
         for r in hp.read_csv(hosts_dir / h / "recv" / "rx_flows.csv"):
@@ -62,9 +63,8 @@ def sender_records(schedule: pd.DataFrame, senders: Mapping[str, Sequence[int]],
                 "fct_s": fct_s if done else math.nan,
                 "bytes_rx": int(hp.num(rr.get("rx_bytes"), 0)) if rr else (size if done else 0),
                 "retransmissions": int(hp.num(r.get("retx_bytes"), 0) // payload),
-                "completed": done, "sched_start_s": float(s["start_s"]),
-                "cnps": int(hp.num(r.get("cnps"), 0)), "nacks": int(hp.num(r.get("nacks"), 0)),
-                "timeouts": int(hp.num(r.get("timeouts"), 0))})
+                "completed": done, "base_rtt_s": math.nan,
+                "cnps": int(hp.num(r.get("cnps"), 0))})
         if offset is not None:
             traces.append(hp.iter_trace_rows(send_dir / "trace.csv", h, offset, ids))
     rows.sort(key=lambda x: int(x["flow_id"]))
@@ -93,8 +93,8 @@ def bulk_records(procs: Sequence[hp.HostProc], bulk_rows: pd.DataFrame
                       "end_s": math.nan, "fct_s": math.nan,
                       "bytes_rx": int(res.get("bytes_received") or 0),
                       "retransmissions": int(res.get("retransmits") or 0),
-                      "completed": res.get("error") is None,
-                      "sched_start_s": p.meta["start_s"], "cnps": 0, "nacks": 0, "timeouts": 0})
+                      "completed": res.get("error") is None, "base_rtt_s": math.nan,
+                      "cnps": 0})
     return table, flows
 
 

@@ -1,12 +1,11 @@
-"""Control-plane helpers of the BMv2 backend: agent recording, switch priority, signals."""
+"""Helpers of the BMv2 backend around its FabricSession: switch priority, signals."""
 
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,33 +25,6 @@ def signals_deferred() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-
-
-def ecn_source(ctl: Any) -> Any:
-    return lambda: ctl.ecn
-
-
-class RecordingAgent:
-    """Forwards to the agent; queues what it decided (the ``agent`` table)."""
-
-    def __init__(self, agent: Any, switch: str, out: queue.Queue[tuple[str, Any]],
-                 clock: Any) -> None:
-        self.agent, self.switch, self.out, self.clock = agent, switch, out, clock
-        self.name = agent.name
-
-    def reset(self, ports: Mapping[int, Any]) -> None:
-        self.agent.reset(ports)
-
-    def act(self, obs: Mapping[int, Any]) -> Mapping[int, Any]:
-        todo = self.agent.act(obs)
-        if todo:
-            t = self.clock()
-            self.out.put(("agent", [{"t_s": t, "switch": self.switch, "port": p,
-                                     "kmin_bytes": getattr(s, "kmin_bytes", None),
-                                     "kmax_bytes": getattr(s, "kmax_bytes", None),
-                                     "pmax": getattr(s, "pmax", None)}
-                                    for p, s in dict(todo).items()]))
-        return todo
 
 
 def prioritise_switches(fabric: Any, topo: TopoSpec, nice: int) -> list[str]:

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from p4cc.errors import P4ccError
+from p4cc.errors import P4ccError, SwitchError
 
 #: give up waiting for the go file after this long (the backend died)
 GO_TIMEOUT_S = 120.0
 #: how often a waiting sender looks for the go file
 GO_POLL_S = 0.01
+#: how often readiness conditions (a log line, a listening port) are checked
+LISTEN_POLL_S = 0.02
 
 
 @dataclass
@@ -96,8 +98,24 @@ def wait_for_text(path: Path, text: str, deadline: float, procs: Sequence[HostPr
         for p in procs:
             if not p.alive():
                 return False
-        time.sleep(0.02)  # poll interval of the readiness condition
+        time.sleep(LISTEN_POLL_S)  # poll interval of the readiness condition
     return False
+
+
+def wait_listening(node: Any, host: str, ports: Sequence[int], timeout_s: float,
+                   what: str = "iperf3 servers") -> None:
+    """Poll ``ss -ltn`` in Mininet host ``node`` until TCP ``ports`` all listen;
+    SwitchError naming the ports if they do not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        out = node.cmd("ss -ltn")
+        if all(f":{p} " in out for p in ports):
+            return
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(LISTEN_POLL_S)  # poll interval of the readiness condition
+    raise SwitchError(f"{what} on {host} did not listen on ports {min(ports)}..{max(ports)} "
+                      f"within {timeout_s:g} s; is another iperf3 using them?")
 
 
 # -- reading the records back ------------------------------------------------------------
@@ -170,6 +188,16 @@ def read_go(path: Path, deadline: float) -> float | None:
     return None
 
 
+def host_parser() -> argparse.ArgumentParser:
+    """``host send|recv`` exactly as ``p4cc`` parses them (p4cc.hostcc.cli registers the
+    subcommand; the root CLI is not imported)."""
+    from p4cc.hostcc import cli as hostcc_cli
+
+    parser = argparse.ArgumentParser(prog="p4cc")
+    hostcc_cli.register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m p4cc.experiment.bmv2.hosts")
     parser.add_argument("--ready", required=True, help="file to create once imported")
@@ -177,13 +205,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nic-rate", type=float, default=0.0,
                         help="cap the host's HTB-paced aggregate at this rate (b/s): "
                         "passed to `host send --nic-rate`")
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- p4cc arguments")
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- p4cc host arguments")
     args = parser.parse_args(argv)
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
     rest = with_nic_rate(rest, args.nic_rate)
-    import p4cc.cli
     import p4cc.hostcc.cc
-    import p4cc.hostcc.cli
     import p4cc.hostcc.pacing
     import p4cc.hostcc.sender  # noqa: F401
 
@@ -192,10 +218,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         pass
 
-    from p4cc.cli import build_parser
-
-    # parse now: building p4cc's parser imports every subcommand's module (~0.4 s)
-    cmd = build_parser().parse_args(rest)
+    # parse now, before the go file: a bad argument fails at once
+    cmd = host_parser().parse_args(rest)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     Path(args.ready).write_text(str(os.getpid()))
@@ -208,7 +232,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     delay = t0 - time.time()
     if delay > 0:
         time.sleep(delay)  # waiting for a wall-clock instant, not for a condition
-    try:  # as p4cc.cli.main does
+    try:  # the exit codes of p4cc's main: 2 for a P4ccError, 130 when interrupted
         return int(cmd.func(cmd) or 0)
     except P4ccError as exc:
         print(f"p4cc: error: {exc}", file=sys.stderr)

@@ -1,0 +1,130 @@
+"""``p4cc bench agents``: how fast the ACC and PET agents decide and train.
+
+Cases (one JSON object each):
+
+* ``decision_<algo>``: the deployed agent's ``act`` for one switch of 8 ports, every port
+  busy (numpy forward pass of a network of the paper's size with random weights, plus
+  features, history and the template): median and p99 µs per switch per interval.
+* ``train_<algo>``: ``p4cc train`` on the simulator (paper scale, leaf-spine 2x2 with 4
+  hosts per leaf: 16 agents): environment steps (intervals) per second, and agent-steps
+  (one port's transition) per second, including the learning updates.  Skipped without
+  torch.
+* ``controlloop_bmv2_<algo>``: the control-loop time per switch with the agent in charge
+  on BMv2 (goal ≤ 5 ms, 8 ports): skipped with the reason (BMv2 absent, or not yet
+  wired: issue 9 follow-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from p4cc.bench.controlloop import skip_reason
+from p4cc.controlplane.agents.learned import LearnedAgent
+from p4cc.controlplane.agents.mlp import save_npz
+from p4cc.controlplane.agents.state import ACC_FEATURES, PET_FEATURES
+from p4cc.controlplane.agents.template import ACC_TEMPLATE, PET_TEMPLATE
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.scale import get_scale
+
+HIDDEN = (20, 40, 40, 20)  # ACC §6
+
+
+def random_checkpoint(path: Path, algo: str, seed: int = 0) -> Path:
+    """A checkpoint of the paper's network size with random weights (no torch)."""
+    rng = np.random.default_rng(seed)
+    template = ACC_TEMPLATE if algo == "acc" else PET_TEMPLATE
+    n_feat = ACC_FEATURES if algo == "acc" else PET_FEATURES
+    sizes = (3 * n_feat, *HIDDEN, template.n_actions)
+    layers = [(rng.normal(0, 1 / np.sqrt(i), (o, i)).astype(np.float32),
+               rng.normal(0, 0.1, o).astype(np.float32)) for i, o in pairwise(sizes)]
+    meta = {"algo": algo, "template": template.to_dict(), "history": 3, "n_feat": n_feat,
+            "incast_norm": 8.0, "reward": {"w1": 0.3, "w2": 0.7}, "idle_rule": True}
+    return save_npz(path, {"main": layers}, meta)
+
+
+def synthetic_records(scale_name: str, ports: int, t_s: float, rng: np.random.Generator
+                      ) -> dict[int, PortTelemetry]:
+    sc = get_scale(scale_name)
+    out = {}
+    for p in range(1, ports + 1):
+        q = float(rng.uniform(0.3, 0.9) * sc.buffer_bytes)  # busy: above any Kmin used
+        out[p] = PortTelemetry("s1", p, t_s, 0.01, q, q * 1.5, sc.link_rate_bps * 0.9,
+                               sc.link_rate_bps * 0.1, 1000, 100, 0, None,
+                               int(rng.integers(1, 8)), 10, 2, 0.0, 0.9)
+    return out
+
+
+def decision(algo: str, ports: int = 8, reps: int = 2000,
+             scale: str = "testbed") -> dict[str, Any]:
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        agent = LearnedAgent(algo, get_scale(scale), random_checkpoint(Path(tmp) / "a.npz",
+                                                                       algo))
+    agent.reset({})
+    obs = [synthetic_records(scale, ports, 0.01 * (k + 1), rng) for k in range(reps)]
+    times = []
+    for o in obs:
+        t = time.perf_counter()
+        agent.act(o)
+        times.append((time.perf_counter() - t) * 1e6)
+    return {"case": f"decision_{algo}", "ports": ports, "reps": reps,
+            "actions": agent.template.n_actions,
+            "median_us": round(statistics.median(times), 1),
+            "p99_us": round(statistics.quantiles(times, n=100)[98], 1),
+            "per_port_us": round(statistics.median(times) / ports, 1)}
+
+
+def training(algo: str, steps: int = 300) -> dict[str, Any]:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return {"case": f"train_{algo}", "skipped": "torch not installed (the train extra)"}
+    import dataclasses
+
+    from p4cc.learn import acc, pet
+    from p4cc.learn.env import EnvConfig
+
+    env = EnvConfig(intervals=100)
+    cfg: Any
+    if algo == "acc":
+        cfg = acc.AccConfig(steps=steps, env=env, learning_starts=50, log_every=steps)
+        mod: Any = acc
+    else:
+        cfg = pet.PetConfig(steps=steps, env=env, rollout=64, log_every=steps)
+        mod = pet
+    cfg = dataclasses.replace(cfg, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        mod.train(cfg, Path(tmp), progress=False)
+        wall = time.perf_counter() - t
+        agents = mod.TrainEnv(cfg.env, algo, cfg.template).n_agents
+    return {"case": f"train_{algo}", "topo": env.topo, "agents": agents, "steps": steps,
+            "env_steps_per_s": round(steps / wall, 1),
+            "agent_steps_per_s": round(steps * agents / wall, 1), "wall_s": round(wall, 2)}
+
+
+def cases(steps: int, reps: int) -> Iterator[dict[str, Any]]:
+    for algo in ("acc", "pet"):
+        yield decision(algo, reps=reps)
+    for algo in ("acc", "pet"):
+        yield training(algo, steps)
+    reason = skip_reason() or "not wired yet: the BMv2 agent runs are the issue 9 follow-up"
+    for algo in ("acc", "pet"):
+        yield {"case": f"controlloop_bmv2_{algo}", "skipped": reason, "goal_ms": 5.0}
+
+
+def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
+    parser = argparse.ArgumentParser(prog="p4cc bench agents")
+    parser.add_argument("--steps", type=int, default=300, help="training intervals to time")
+    parser.add_argument("--reps", type=int, default=2000, help="decisions to time")
+    args = parser.parse_args(list(argv))
+    return cases(args.steps, args.reps)

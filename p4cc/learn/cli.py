@@ -1,0 +1,118 @@
+"""``p4cc train acc|pet``: train an ECN agent on the simulator (torch: the ``train`` extra).
+
+Writes ``runs/<name>/``: curves.csv, curves.png, ``<algo>.npz`` (weights for
+``agents: [acc:<path>]``) and ``<algo>.json`` (command, seed, git commit, config, final
+curve values).  Every config field can be set with ``--set field=value`` (``env.field``
+for the environment; tuples as comma lists); ``--help-config`` lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from p4cc.errors import ConfigError, P4ccError
+
+ALGOS = {"acc": ("p4cc.learn.acc", "AccConfig"), "pet": ("p4cc.learn.pet", "PetConfig")}
+
+
+def _cast(text: str, like: Any) -> Any:
+    if isinstance(like, bool):
+        if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"expected true/false, got {text!r}")
+        return text.lower() in ("true", "1", "yes")
+    if isinstance(like, tuple):
+        parts = [p for p in text.split(",") if p]
+        if like and isinstance(like[0], tuple):  # (("websearch", 0.3), ...): name=value
+            pairs = [p.split("=", 1) for p in parts]
+            return tuple((k, type(like[0][1])(v)) for k, v in pairs)
+        kind = type(like[0]) if like else str
+        return tuple(kind(p) for p in parts)
+    return type(like)(text)
+
+
+def apply_overrides(cfg: Any, items: list[str]) -> Any:
+    """``field=value`` / ``env.field=value`` onto a frozen config dataclass."""
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects field=value, got {item!r}")
+        head, _, sub = key.partition(".")
+        names = {f.name for f in dataclasses.fields(cfg)}
+        if head not in names:
+            raise ConfigError(f"unknown config field {head!r}; see --help-config")
+        if sub:
+            inner = apply_overrides(getattr(cfg, head), [f"{sub}={text}"])
+            cfg = dataclasses.replace(cfg, **{head: inner})
+            continue
+        try:
+            value = _cast(text, getattr(cfg, head))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"--set {item}: {exc}") from exc
+        cfg = dataclasses.replace(cfg, **{head: value})
+    return cfg
+
+
+def config_help(cfg: Any, prefix: str = "") -> list[str]:
+    out = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value) and f.name == "env":
+            out += config_help(value, prefix="env.")
+            continue
+        out.append(f"  {prefix}{f.name} = {value!r}\n      {f.metadata.get('help', '')}")
+    return out
+
+
+def _train(args: argparse.Namespace) -> int:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise P4ccError("training needs torch: pip install -e '.[train]'") from None
+    module = importlib.import_module(ALGOS[args.algo][0])
+    cfg = getattr(module, ALGOS[args.algo][1])()
+    env_over = {k: v for k, v in (("topo", args.topo), ("scale", args.scale),
+                                  ("intervals", args.intervals)) if v is not None}
+    if args.scenarios:
+        env_over["scenarios"] = tuple(args.scenarios.split(","))
+    cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, **env_over))
+    base = {"seed": args.seed, "online_steps": args.online}
+    if args.steps is not None:
+        base["steps"] = args.steps
+    cfg = apply_overrides(dataclasses.replace(cfg, **base), args.set)
+    if args.help_config:
+        print("\n".join(config_help(cfg)))
+        return 0
+    name = args.name or f"{args.algo}-seed{cfg.seed}" + ("-online" if cfg.online_steps else "")
+    res = module.train(cfg, Path(args.out) / name, progress=not args.quiet)
+    print(json.dumps({"checkpoint": str(res["checkpoint"]), "sidecar": str(res["sidecar"]),
+                      "curves": str(res["curves_csv"]), "plot": str(res["curves_png"]),
+                      "final": res["final"]}, default=str))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("train", help="train the ACC or PET agent on the simulator (torch)",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("algo", choices=sorted(ALGOS))
+    p.add_argument("--steps", type=int, help="offline training intervals")
+    p.add_argument("--online", type=int, nargs="?", const=5000, default=0, metavar="STEPS",
+                   help="then fine-tune online for STEPS intervals (default 5000)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--topo", help="simulated fabric (default leafspine,spines=2,leaves=2,"
+                                  "hosts=4)")
+    p.add_argument("--scale", help="scale preset (default paper)")
+    p.add_argument("--intervals", type=int, help="intervals per episode")
+    p.add_argument("--scenarios", help="comma list of websearch,datamining,incast,storage")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any config field (env.FIELD for the environment)")
+    p.add_argument("--name", help="run directory name under --out")
+    p.add_argument("--out", default="runs", help="parent directory of the run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--help-config", action="store_true", help="list config fields and exit")
+    p.set_defaults(func=_train)

@@ -1,0 +1,247 @@
+"""PET: IPPO, one independent actor-critic per switch egress queue, on the simulator.
+
+Read top to bottom (cleanrl style).  Paper sections (pet-ippo-ecn-tuning): state §4.2.1
+eq. (2)-(3) (ACC's four features + incast degree + mice/elephant ratio over k = 3
+intervals; p4cc.controlplane.agents.state), action §4.2.2 (E(n) template with Kmin < Kmax,
+Pmax in 5 % steps; p4cc.controlplane.agents.template), reward eq. (6)-(8) β1·T + β2/q_avg
+with the empty queue guarded, advantages by GAE eq. (9)-(10), clipped policy loss
+eq. (11) (clip 0.2), value loss eq. (12), actor / critic Adam at 4e-4 / 1e-3 (§5.2),
+exploration decaying as ε·0.99^(t/T), T = 50 (eq. 13), offline pre-training then
+online incremental training (§4.4).  No replay memory, no parameter exchange: every
+agent learns from its own trajectory (§4.3.1).  The NCM's expiry of stale state runs in
+the deployed agent (p4cc.controlplane.agents.state.History).  Choices the paper leaves
+open and readings that differ are in docs/learning.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from p4cc.controlplane.agents.mlp import Layers
+from p4cc.controlplane.agents.template import PET_TEMPLATE, ActionTemplate
+from p4cc.learn.env import EnvConfig, TrainEnv
+from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, per_agent
+from p4cc.learn.runlog import Curves, Progress, save_checkpoint
+
+
+@dataclass(frozen=True)
+class PetConfig:
+    seed: int = field(default=1, metadata={"help": "seeds torch, numpy and the simulator"})
+    steps: int = field(default=20_000, metadata={"help": "offline training intervals"})
+    online_steps: int = field(default=0, metadata={
+        "help": "online incremental training intervals (0: off; §4.4.2)"})
+    env: EnvConfig = field(default_factory=EnvConfig, metadata={"help": "offline env"})
+    online_scenarios: tuple[str, ...] = field(default=("websearch", "datamining"), metadata={
+        "help": "online traffic (PET §5.3: WebSearch and DataMining)"})
+    online_per_port: bool = field(default=True, metadata={
+        "help": "online: every port trains its own copy (§4.4.2 'its own local model')"})
+    template: ActionTemplate = field(default=PET_TEMPLATE, metadata={
+        "help": "action template: 45 x 20 (Kmin < Kmax, §4.2.2)"})
+    hidden: tuple[int, ...] = field(default=PAPER_HIDDEN, metadata={
+        "help": "hidden sizes of actor and critic (PET gives none; ACC's {20,40,40,20})"})
+    q_unit_paper_bytes: float = field(default=20_000, metadata={
+        "help": "unit of q_avg in the reward's 1/q_avg, paper bytes (E(0)); floor 1 unit"})
+    gamma: float = field(default=0.9, metadata={"help": "discount γ (not given in PET)"})
+    gae_lambda: float = field(default=0.01, metadata={
+        "help": "GAE λ (PET §5.2: 'coefficient of GAE ... 0.01')"})
+    clip: float = field(default=0.2, metadata={"help": "PPO clip ε (PET §5.2: 0.2)"})
+    lr_actor: float = field(default=4e-4, metadata={"help": "actor Adam lr (PET §5.2)"})
+    lr_critic: float = field(default=1e-3, metadata={"help": "critic Adam lr (PET §5.2)"})
+    rollout: int = field(default=64, metadata={"help": "intervals per policy update"})
+    epochs: int = field(default=4, metadata={"help": "N epochs per update (Alg. 1)"})
+    minibatches: int = field(default=4, metadata={"help": "minibatches per epoch"})
+    explore: float = field(default=0.2, metadata={
+        "help": "exploration ε at t = 0 (eq. 13 decays 'the ε of eq. 11', i.e. 0.2)"})
+    explore_decay: float = field(default=0.99, metadata={"help": "eq. 13 decay_rate"})
+    explore_steps: int = field(default=50, metadata={"help": "eq. 13 T"})
+    log_every: int = field(default=64, metadata={"help": "intervals per curve row"})
+    threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+
+
+# -- exploration (eq. 13) and the behaviour policy ---------------------------------------
+def exploration(t: int, cfg: PetConfig) -> float:
+    """ε_t = decay^(t/T)·ε when t > T, else ε."""
+    return cfg.explore * cfg.explore_decay ** (t / cfg.explore_steps) if t > \
+        cfg.explore_steps else cfg.explore
+
+
+def mixed_log_prob(logits: torch.Tensor, act: torch.Tensor, eps: torch.Tensor
+                   ) -> torch.Tensor:
+    """log of (1-ε)·π(a|s) + ε/|A|: the policy with uniform exploration mixed in, used
+    for acting and in the ratio of eq. (11) so the update stays on-policy."""
+    p = torch.softmax(logits, -1).gather(-1, act.unsqueeze(-1)).squeeze(-1)
+    return torch.log((1.0 - eps) * p + eps / logits.shape[-1])
+
+
+# -- GAE (eq. 9-10) and the losses (eq. 11-12) -------------------------------------------
+def gae(rew: torch.Tensor, val: torch.Tensor, next_val: torch.Tensor, done: torch.Tensor,
+        gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns; time is the last axis.  δ_t = r_t + γ·V(s_{t+1}) - V(s_t)
+    (bootstrapped also at an episode's truncation), Â_t = δ_t + γλ·(1-done_t)·Â_{t+1}."""
+    delta = rew + gamma * next_val - val
+    adv = torch.zeros_like(rew)
+    run = torch.zeros_like(rew[..., 0])
+    for t in reversed(range(rew.shape[-1])):
+        run = delta[..., t] + gamma * lam * (1.0 - done[..., t]) * run
+        adv[..., t] = run
+    return adv, adv + val
+
+
+def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
+                clip: float) -> torch.Tensor:
+    """eq. (11), negated for gradient descent: -E[min(ρ·Â, clip(ρ, 1±ε)·Â)]."""
+    ratio = torch.exp(logp - old_logp)
+    return -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
+
+
+def value_loss(v: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
+    """eq. (12): E[(V(s_t) - R̂_t)²]."""
+    return ((v - ret) ** 2).mean()
+
+
+def update(actor: GroupMLP, critic: GroupMLP, opt_a: torch.optim.Optimizer,
+           opt_c: torch.optim.Optimizer, b: dict[str, torch.Tensor], cfg: PetConfig,
+           gen: torch.Generator) -> tuple[float, float]:
+    """Algorithm 1 lines 8-12: N epochs of minibatch Adam on eq. (11) (actor) and
+    eq. (12) (critic); ``b`` tensors are (G, B, ...).  Returns the mean losses."""
+    adv = b["adv"]
+    adv = (adv - adv.mean(1, keepdim=True)) / (adv.std(1, keepdim=True) + 1e-8)
+    n = b["obs"].shape[1]
+    size = max(1, n // cfg.minibatches)
+    pl, vl = [], []
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(n, generator=gen)
+        for i in range(0, n, size):
+            j = perm[i:i + size]
+            logp = mixed_log_prob(actor(b["obs"][:, j]), b["act"][:, j], b["eps"][:, j])
+            loss_pi = policy_loss(logp, b["logp"][:, j], adv[:, j], cfg.clip)
+            opt_a.zero_grad()
+            loss_pi.backward()
+            opt_a.step()
+            loss_v = value_loss(critic(b["obs"][:, j]).squeeze(-1), b["ret"][:, j])
+            opt_c.zero_grad()
+            loss_v.backward()
+            opt_c.step()
+            pl.append(float(loss_pi.item()))
+            vl.append(float(loss_v.item()))
+    return float(np.mean(pl)), float(np.mean(vl))
+
+
+# -- rollouts and one phase -------------------------------------------------------------
+def act(actor: GroupMLP, obs: np.ndarray, eps: float, gen: torch.Generator
+        ) -> tuple[np.ndarray, np.ndarray]:
+    """Sample one action per agent from the ε-mixed policy; returns (actions, log-probs)."""
+    with torch.no_grad():
+        x = torch.as_tensor(obs, dtype=torch.float32)[:, None]
+        logits = actor(per_agent(x, actor.groups)).reshape(len(obs), -1)
+        probs = (1 - eps) * torch.softmax(logits, -1) + eps / logits.shape[-1]
+        a = torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+        logp = torch.log(probs.gather(-1, a[:, None]).squeeze(-1))
+    return a.numpy(), logp.numpy()
+
+
+def values(critic: GroupMLP, obs: np.ndarray) -> np.ndarray:
+    """V(s) per agent: obs (N, T, d) -> (N, T)."""
+    with torch.no_grad():
+        x = per_agent(torch.as_tensor(obs, dtype=torch.float32), critic.groups)
+        return critic(x).reshape(obs.shape[0], obs.shape[1]).numpy()
+
+
+def rollout_batch(arr: dict[str, np.ndarray], critic: GroupMLP, groups: int,
+                  cfg: PetConfig) -> dict[str, torch.Tensor]:
+    """Rollout arrays (N, T, ...) -> GAE (Alg. 1 lines 6-7) -> (G, B, ...) tensors."""
+    f32 = torch.float32
+    adv, ret = gae(torch.as_tensor(arr["rew"], dtype=f32),
+                   torch.as_tensor(values(critic, arr["obs"])),
+                   torch.as_tensor(values(critic, arr["next"])),
+                   torch.as_tensor(arr["done"], dtype=f32), cfg.gamma, cfg.gae_lambda)
+
+    def grp(x: torch.Tensor) -> torch.Tensor:
+        return per_agent(x if x.dim() == 3 else x.unsqueeze(-1), groups)
+
+    out = {"obs": grp(torch.as_tensor(arr["obs"], dtype=f32)),
+           "act": grp(torch.as_tensor(arr["act"], dtype=torch.int64)).squeeze(-1)}
+    for k, x in (("logp", torch.as_tensor(arr["logp"])), ("eps", torch.as_tensor(arr["eps"])),
+                 ("adv", adv), ("ret", ret)):
+        out[k] = grp(x.to(f32)).squeeze(-1)
+    return out
+
+
+def run_phase(cfg: PetConfig, env: TrainEnv, actor: GroupMLP, critic: GroupMLP, steps: int,
+              phase: str, curves: Curves, rng: np.random.Generator, gen: torch.Generator,
+              progress: Progress, step0: int = 0) -> None:
+    opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.lr_actor)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=cfg.lr_critic)
+    obs, _ = env.reset(seed=int(rng.integers(2**31)))
+    n, t_done = env.n_agents, 0
+    while t_done < steps:
+        length = min(cfg.rollout, steps - t_done)
+        buf: dict[str, list[np.ndarray]] = {k: [] for k in
+                                            ("obs", "next", "act", "logp", "rew", "done", "eps")}
+        for _ in range(length):
+            eps = exploration(t_done, cfg)
+            a, logp = act(actor, obs, eps, gen)
+            next_obs, _, _, trunc, info = env.step(a)
+            for k, v in (("obs", obs), ("next", next_obs), ("act", a), ("logp", logp),
+                         ("rew", info["agent_rewards"]), ("done", np.full(n, float(trunc))),
+                         ("eps", np.full(n, eps))):
+                buf[k].append(np.asarray(v))
+            obs = env.reset(seed=int(rng.integers(2**31)))[0] if trunc else next_obs
+            t_done += 1
+            progress.update(1, phase=phase, reward=curves.last("reward") or 0.0)
+        arr = {k: np.stack(v, axis=1) for k, v in buf.items()}  # agent-major (N, T, ...)
+        b = rollout_batch(arr, critic, actor.groups, cfg)
+        pl, vl = update(actor, critic, opt_a, opt_c, b, cfg, gen)
+        curves.log(step=step0 + t_done, phase=phase, epsilon=float(arr["eps"][0, -1]),
+                   reward=float(arr["rew"].mean()), policy_loss=pl, value_loss=vl,
+                   scenario=env.scenario)
+
+
+def export(cfg: PetConfig, env: TrainEnv, actor: GroupMLP) -> tuple[dict[str, Layers],
+                                                                   dict[str, Any]]:
+    """The actor only (the critic is not needed to act): ``main`` and per-port copies."""
+    nets: dict[str, Layers] = {"main": actor.layers(0)}
+    if actor.groups > 1:
+        for g, (sw, port) in enumerate(env.keys):
+            nets[f"{sw}:{port}"] = actor.layers(g)
+    meta = {"algo": "pet", "template": cfg.template.to_dict(), "history": env.history,
+            "n_feat": env.n_feat, "hidden": list(cfg.hidden), "incast_norm": env.incast_norm,
+            "q_unit_paper_bytes": cfg.q_unit_paper_bytes, "trained_on": env.describe()}
+    return nets, meta
+
+
+def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
+          command: list[str] | None = None) -> dict[str, Any]:
+    """Offline pre-training, then (``online_steps`` > 0) online incremental training."""
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    rng = np.random.default_rng(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes)
+    d = env.history * env.n_feat
+    actor = GroupMLP(1, (d, *cfg.hidden, cfg.template.n_actions), out_gain=0.01)
+    critic = GroupMLP(1, (d, *cfg.hidden, 1))
+    curves = Curves()
+    bar = Progress(cfg.steps + cfg.online_steps, "pet", progress)
+    try:
+        run_phase(cfg, env, actor, critic, cfg.steps, "offline", curves, rng, gen, bar)
+        if cfg.online_steps > 0:
+            online_env = TrainEnv(dataclasses.replace(cfg.env, scenarios=cfg.online_scenarios),
+                                  "pet", cfg.template, cfg.q_unit_paper_bytes)
+            groups = online_env.n_agents if cfg.online_per_port else 1
+            actor, critic = actor.replicate(groups), critic.replicate(groups)
+            run_phase(cfg, online_env, actor, critic, cfg.online_steps, "online", curves, rng,
+                      gen, bar, step0=cfg.steps)
+    finally:
+        bar.close()
+    csv_path, png_path = curves.write(out_dir, f"PET IPPO, seed {cfg.seed}")
+    nets, meta = export(cfg, env, actor)
+    npz, side = save_checkpoint(out_dir, "pet", nets, meta, cfg, cfg.seed, curves, command)
+    return {"checkpoint": npz, "sidecar": side, "curves_csv": csv_path,
+            "curves_png": png_path, "final": curves.final(), "rows": curves.rows}

@@ -1,0 +1,138 @@
+"""PET (p4cc.learn.pet): GAE, the clipped policy objective, the value loss, exploration,
+one update on a fixed batch, the training env's reward, and a smoke run on the sim."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from p4cc.controlplane.agents.learned import LearnedAgent  # noqa: E402
+from p4cc.controlplane.agents.template import PET_TEMPLATE  # noqa: E402
+from p4cc.learn import pet  # noqa: E402
+from p4cc.learn.env import EnvConfig, TrainEnv  # noqa: E402
+from p4cc.learn.nets import GroupMLP  # noqa: E402
+from p4cc.scale import get_scale  # noqa: E402
+
+
+def test_gae_by_hand_and_episode_boundaries() -> None:
+    r = torch.tensor([1.0, 0.0, 2.0])
+    v = torch.tensor([0.5, 1.0, 0.0])
+    nv = torch.tensor([1.0, 0.0, 3.0])
+    g, lam = 0.9, 0.5
+    d = r + g * nv - v  # δ = [1.4, -1.0, 4.7]
+    adv, ret = pet.gae(r, v, nv, torch.zeros(3), g, lam)
+    a2 = d[2]
+    a1 = d[1] + g * lam * a2
+    a0 = d[0] + g * lam * a1
+    torch.testing.assert_close(adv, torch.stack([a0, a1, a2]))
+    torch.testing.assert_close(ret, adv + v)
+    # a truncation after step 1 stops the advantage from flowing back across it,
+    # while δ_1 still bootstraps from V(s_2) of the old episode
+    adv_b, _ = pet.gae(r, v, nv, torch.tensor([0.0, 1.0, 0.0]), g, lam)
+    torch.testing.assert_close(adv_b, torch.stack([d[0] + g * lam * d[1], d[1], d[2]]))
+    # PET's λ = 0.01 is nearly the one-step TD error
+    adv_p, _ = pet.gae(r, v, nv, torch.zeros(3), g, 0.01)
+    assert torch.allclose(adv_p, d, atol=0.06)
+    # batched over agents: time is the last axis
+    adv2, _ = pet.gae(torch.stack([r, r]), torch.stack([v, v]), torch.stack([nv, nv]),
+                      torch.zeros(2, 3), g, lam)
+    torch.testing.assert_close(adv2[1], adv)
+
+
+def test_ppo_clipped_objective() -> None:
+    adv = torch.tensor([1.0, 1.0, -1.0, -1.0])
+    old = torch.zeros(4)
+    logp = torch.log(torch.tensor([1.5, 0.9, 0.5, 1.1]))  # ratios
+    loss = pet.policy_loss(logp, old, adv, clip=0.2)
+    # min(ρA, clip(ρ)A): 1.2 (clipped), 0.9, -0.8 (clipped), -1.1
+    assert loss.item() == pytest.approx(-(1.2 + 0.9 - 0.8 - 1.1) / 4)
+    # no gradient through the clipped side
+    lp = logp.clone().requires_grad_(True)
+    pet.policy_loss(lp, old, adv, 0.2).backward()
+    assert lp.grad is not None
+    assert lp.grad[0] == 0 and lp.grad[2] == 0 and lp.grad[1] != 0 and lp.grad[3] != 0
+    assert pet.value_loss(torch.tensor([1.0, 3.0]), torch.tensor([0.0, 1.0])).item() == 2.5
+
+
+def test_exploration_decay_and_mixed_policy() -> None:
+    cfg = pet.PetConfig()
+    assert pet.exploration(0, cfg) == pytest.approx(0.2)
+    assert pet.exploration(50, cfg) == pytest.approx(0.2)  # eq. 13 applies when t > T
+    assert pet.exploration(500, cfg) == pytest.approx(0.2 * 0.99**10)
+    logits = torch.tensor([[2.0, 0.0, -1.0, 0.5]])
+    p = torch.softmax(logits, -1)
+    for eps in (0.0, 0.3):
+        lp = pet.mixed_log_prob(logits, torch.tensor([2]), torch.tensor([eps]))
+        assert lp.exp().item() == pytest.approx(((1 - eps) * p[0, 2] + eps / 4).item())
+
+
+def test_update_on_a_fixed_batch_lowers_the_losses() -> None:
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(0)
+    actor, critic = GroupMLP(1, (3, 16, 4)), GroupMLP(1, (3, 16, 1))
+    obs = torch.randn(1, 64, 3)
+    act = torch.randint(0, 4, (1, 64), generator=gen)
+    eps = torch.full((1, 64), 0.1)
+    with torch.no_grad():
+        logp = pet.mixed_log_prob(actor(obs), act, eps)
+    ret = obs[..., 0] * 2.0 + 1.0  # a learnable value target
+    adv = torch.where(act == 1, 1.0, -1.0)  # action 1 is the good one
+    b = {"obs": obs, "act": act, "logp": logp, "eps": eps, "adv": adv, "ret": ret}
+    cfg = pet.PetConfig(epochs=10, minibatches=2, lr_critic=1e-2)
+    opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.lr_actor)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=cfg.lr_critic)
+    v0 = pet.value_loss(critic(obs).squeeze(-1), ret).item()
+    p0 = torch.softmax(actor(obs), -1)[..., 1].mean().item()
+    pet.update(actor, critic, opt_a, opt_c, b, cfg, gen)
+    assert pet.value_loss(critic(obs).squeeze(-1), ret).item() < 0.5 * v0
+    assert torch.softmax(actor(obs), -1)[..., 1].mean().item() > p0
+
+
+def test_train_env_uses_template_mix_and_pet_reward() -> None:
+    cfg = EnvConfig(topo="leafspine,spines=1,leaves=2,hosts=2", intervals=4,
+                    scenarios=("incast", "storage", "datamining"), load=(0.5, 0.5))
+    env = TrainEnv(cfg, "pet", PET_TEMPLATE)
+    assert env.action_space.nvec.tolist() == [PET_TEMPLATE.n_actions] * env.n_agents
+    seen = set()
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        seen.add(env.scenario)
+        assert obs.shape == (env.n_agents, 3 * 8)
+    assert seen <= {"incast", "storage", "datamining"} and len(seen) >= 2
+    _, _, _, _, info = env.step(np.zeros(env.n_agents, np.int64))
+    r = info["agent_rewards"]
+    assert r.shape == (env.n_agents,) and np.all(np.isfinite(r))
+    assert np.all((r >= 0) & (r <= 1.0 + 1e-9))  # β1 + β2 = 1, T and L_a in [0, 1]
+    first = PET_TEMPLATE.configs(env.scale)[0]
+    assert all(rec.ecn == first for rec in env._last)  # action 0 is in force
+
+
+def test_smoke_training_value_loss_falls(tmp_path: Path) -> None:
+    env = EnvConfig(topo="star,hosts=4", intervals=50, scenarios=("websearch",),
+                    load=(0.7, 0.7))
+    cfg = pet.PetConfig(seed=3, steps=320, online_steps=64, env=env, rollout=32)
+    res = pet.train(cfg, tmp_path, progress=False, command=["p4cc", "train", "pet"])
+    vl = [r["value_loss"] for r in res["rows"] if r["phase"] == "offline"]
+    assert np.mean(vl[-3:]) < vl[0]
+    side = json.loads(res["sidecar"].read_text())
+    assert side["meta"]["algo"] == "pet" and side["final"]["phase"] == "online"
+    agent = LearnedAgent("pet", get_scale("testbed"), res["checkpoint"])
+    assert agent.template.n_actions == 900 and "s1:1" in agent.nets
+
+
+def test_p4cc_train_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from p4cc.cli import main
+
+    rc = main(["train", "pet", "--steps", "40", "--topo", "star,hosts=3", "--intervals", "20",
+               "--scenarios", "websearch", "--set", "rollout=20", "--quiet",
+               "--out", str(tmp_path), "--name", "t"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert Path(out["checkpoint"]).is_file() and Path(out["plot"]).is_file()
+    side = json.loads((tmp_path / "t" / "pet.json").read_text())
+    assert side["config"]["steps"] == 40 and side["config"]["rollout"] == 20
