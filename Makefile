@@ -8,17 +8,25 @@ PY ?= $(shell [ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v pyt
 VENV ?= .venv
 BIN := $(VENV)/bin
 TOPO ?= star,hosts=5
+AGENT ?= hold
+CC ?= dcqcn
 P4C ?= p4c
+# p4runtime-shell pins protobuf<3.21 and p4runtime 1.4.1 (p4cc needs 1.6.0, protobuf>=4.21):
+# it gets its own venv (docs/emulation.md, "p4runtime-shell")
+P4RT_SHELL_VENV ?= .venv-p4rt-shell
+P4RT_SHELL_VERSION ?= 0.0.6
 
 APT_PACKAGES := mininet iperf3 ethtool iproute2 iputils-ping tcpdump python3-venv
 
-.PHONY: help setup venv p4 testbed cli test test-all lint bench clean
+.PHONY: help setup venv p4rt-shell p4 testbed cli top test test-all lint bench clean
 
 help:
 	@echo "make setup     install what the distribution and PyPI provide; report BMv2/p4c"
 	@echo "make p4        compile p4src/ into p4cc/data/p4/ (needs p4c)"
 	@echo "make testbed   the main job (BMv2 if installed, else the simulator)"
-	@echo "make cli       Mininet CLI on TOPO=$(TOPO) with the control plane running"
+	@echo "make cli       Mininet CLI on TOPO=$(TOPO), AGENT=$(AGENT), CC=$(CC), control plane running"
+	@echo "make top       live view of the running CLI's ports (second terminal)"
+	@echo "make p4rt-shell  p4runtime-shell's own venv ($(P4RT_SHELL_VENV); part of setup)"
 	@echo "make test      default tests (no root, BMv2 or Mininet needed)"
 	@echo "make test-all  also the bmv2/root/mininet/slow tests where the tools exist"
 	@echo "make lint      ruff + mypy + import contracts (lint-imports)"
@@ -31,12 +39,20 @@ $(BIN)/.stamp: pyproject.toml
 	  else echo "error: $(PY) lacks venv/ensurepip; install python3-venv"; exit 1; fi; }
 	$(PY) -m venv --system-site-packages $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev,train]'
+	$(BIN)/pip install -q -e '.[dev,train,sweep]'
 	@touch $@
 
 venv: $(BIN)/.stamp
 
-setup: venv
+$(P4RT_SHELL_VENV)/.stamp:
+	$(PY) -m venv $(P4RT_SHELL_VENV)
+	$(P4RT_SHELL_VENV)/bin/pip install -q --upgrade pip
+	$(P4RT_SHELL_VENV)/bin/pip install -q 'p4runtime-shell==$(P4RT_SHELL_VERSION)'
+	@touch $@
+
+p4rt-shell: $(P4RT_SHELL_VENV)/.stamp
+
+setup: venv p4rt-shell
 	@if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
 	  missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi; \
@@ -50,7 +66,10 @@ testbed: setup
 	$(BIN)/p4cc testbed
 
 cli: setup
-	$(BIN)/p4cc cli --topo $(TOPO)
+	$(BIN)/p4cc cli --topo $(TOPO) --agent $(AGENT) --cc $(CC)
+
+top: venv
+	$(BIN)/p4cc top
 
 test: venv
 	$(BIN)/python -m pytest -q -m "not bmv2 and not p4c and not root and not mininet and not slow"
@@ -64,4 +83,4 @@ lint: venv
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(P4RT_SHELL_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "p4cc.experiment.cli",
     "p4cc.hostcc.cli",
     "p4cc.experiment.run_cli",
+    "p4cc.experiment.sweep_cli",
     "p4cc.sim.cli",
     "p4cc.learn.cli",
 )
@@ -31,6 +32,7 @@ BENCHMARKS = {
     "traffic": "p4cc.bench.traffic:run",
     "sim": "p4cc.bench.sim:run",
     "agents": "p4cc.bench.agents:run",
+    "sweep": "p4cc.bench.sweep:run",
 }
 
 

@@ -145,7 +145,7 @@ def test_host_cc_kinds_are_a_registry_the_spec_and_the_sim_share() -> None:
     from p4cc.experiment.spec import HOST_CC
 
     assert HOST_CC == cc.host_cc_names() == ("dcqcn", "rlcc", "fixed", "tcp")
-    assert sim_host_cc_names() == ("dcqcn", "rlcc", "fixed")
+    assert sim_host_cc_names() == cc.userspace_cc_names() == ("dcqcn", "rlcc", "fixed")
     assert cc.host_cc_kind("rlcc:lstm").name == "rlcc"
     with pytest.raises(ConfigError, match="unknown host CC 'bbr'"):
         cc.host_cc_kind("bbr")

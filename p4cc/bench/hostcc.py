@@ -32,18 +32,21 @@ IP_A, IP_B = "10.78.0.1", "10.78.0.2"
 class StepRate:
     """Bench harness controller: ``r1`` before ``t_step`` (sender time), ``r2`` after."""
 
+    name = "bench-step"
+
     def __init__(self, r1: float, r2: float | None = None, t_step: float = float("inf")):
         self.r1, self.r2, self.t_step = r1, r2 if r2 is not None else r1, t_step
 
     def on_cnp(self, t: float) -> None: ...
-    def on_rtt_sample(self, t: float, rtt_s: float, q: int | None) -> None: ...
+    def on_rtt_sample(self, t: float, rtt_s: float,
+                      max_qdepth_pkts: int | None = None) -> None: ...
     def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
     def on_nack(self, t: float) -> None: ...
 
     def rate_bps(self, t: float) -> float:
         return self.r1 if t < self.t_step else self.r2
 
-    def trace(self, t: float) -> dict[str, Any]:
+    def trace(self, t: float) -> dict[str, float]:
         return {}
 
 

@@ -1,5 +1,5 @@
 """Subcommands of the fabric area: ``p4cc doctor``, ``p4cc testbed``, ``p4cc incast``,
-``p4cc cli``."""
+``p4cc cli``, ``p4cc top``, ``p4cc shell``."""
 
 from __future__ import annotations
 
@@ -71,10 +71,33 @@ def _incast(args: argparse.Namespace) -> int:
 
 
 def _cli(args: argparse.Namespace) -> int:
-    from p4cc.experiment.mncli import run_cli
+    from p4cc.experiment.mncli import check_cli_args, run_cli
 
+    agent = None if args.agent in ("", "hold") else args.agent
+    check_cli_args(agent, args.cc, args.interval)  # bad options fail before sudo
     _reexec_as_root("cli")
-    run_cli(args.topo, scale=args.scale, interval_s=args.interval)
+    run_cli(args.topo, scale=args.scale, interval_s=args.interval, agent=agent, cc=args.cc,
+            out=Path(args.out) if args.out else None)
+    return 0
+
+
+def _top(args: argparse.Namespace) -> int:
+    from p4cc.experiment.tui import run_top
+
+    return run_top(Path(args.dir) if args.dir else None, args.refresh, once=args.once)
+
+
+def _shell(args: argparse.Namespace) -> int:
+    from p4cc.experiment import p4shell
+    from p4cc.experiment.clistate import find_session
+
+    device_id, grpc_addr = find_session(Path(args.dir) if args.dir else None).endpoint(
+        args.switch)
+    argv = p4shell.shell_argv(grpc_addr, device_id, write=args.write, code=args.command)
+    if args.command is not None:
+        return subprocess.run(argv).returncode
+    print(p4shell.intro(args.switch, grpc_addr, device_id, args.write), flush=True)
+    p4shell.exec_shell(argv)
     return 0
 
 
@@ -115,8 +138,32 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=_incast)
 
     p = subparsers.add_parser("cli", help="Mininet CLI on a fabric with the control plane "
-                              "running (extra commands: telemetry, ecn)")
+                              "and agents running (p4cc commands: `help` in the CLI)")
     p.add_argument("--topo", default="star,hosts=5", help="topology (see `p4cc topo`)")
     p.add_argument("--scale", default="testbed", help="scale preset")
     p.add_argument("--interval", type=float, default=0.5, help="telemetry poll interval (s)")
+    p.add_argument("--agent", default="hold", help="agent on every switch (secn0, secn1, "
+                   "secn2, vendor, acc, pet, ...); hold: poll only, thresholds by hand")
+    p.add_argument("--cc", default="dcqcn", help="host CC of the CLI's workloads (dcqcn, "
+                   "rlcc, fixed:<b/s>)")
+    p.add_argument("--out", default=None, help="state directory (default runs/cli/<time>)")
     p.set_defaults(func=_cli)
+
+    p = subparsers.add_parser("top", help="live view of every port of the running `p4cc cli` "
+                              "(queue, rate, marks, drops)")
+    p.add_argument("--dir", default=None, help="the CLI's state directory (default: the "
+                   "running one)")
+    p.add_argument("--refresh", type=float, default=0.5, help="seconds between refreshes")
+    p.add_argument("--once", action="store_true", help="print the table once and exit")
+    p.set_defaults(func=_top)
+
+    p = subparsers.add_parser("shell", help="p4runtime-shell on a switch of the running "
+                              "`p4cc cli` (read-only unless --write)")
+    p.add_argument("switch", help="switch name, e.g. s1")
+    p.add_argument("--dir", default=None, help="the CLI's state directory (default: the "
+                   "running one)")
+    p.add_argument("--write", action="store_true", help="become primary (p4cc's control "
+                   "loop cannot write until the shell exits)")
+    p.add_argument("-c", "--command", default=None, help="run this Python in the shell's "
+                   "namespace and exit (non-interactive)")
+    p.set_defaults(func=_shell)

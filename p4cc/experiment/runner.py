@@ -85,35 +85,41 @@ def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
     schedules = {seed: build_schedule(spec, seed, topo) for seed in spec.seeds}
     resolved = resolve(spec)
     base = Path(out) if out else Path(runs_root) / spec.name
-    make_progress = progress or console_progress
     done: list[Path] = []
     with _sigterm_as_interrupt():
         for agent in spec.agents:
             for seed in spec.seeds:
-                variant = variant_dir_name(agent, seed, len(spec.seeds))
-                path = base / variant
-                schedule, events = schedules[seed]
-                writer = RunWriter(path, {**resolved, "backend": be.name}, variant=variant,
-                                   agent=agent, seed=seed, backend=be.name,
-                                   outputs=spec.outputs)
-                writer.write_schedule(schedule, events)
-                writer.log(f"start {spec.name}/{variant} backend={be.name} "
-                           f"flows={len(schedule)} link_events={len(events)}")
-                log.info("run %s/%s: %d flows, backend %s", spec.name, variant, len(schedule),
-                         be.name)
-                prog = make_progress(f"{spec.name}/{variant}", spec.duration_s)
-                try:
-                    be.run(spec, schedule, events, agent, writer, prog)
-                except KeyboardInterrupt as exc:
-                    reason = f"interrupted ({exc or 'SIGINT'})"
-                    writer.finish(False, reason)
-                    log.warning("%s: %s; partial results kept", path, reason)
-                    raise
-                except BaseException as exc:
-                    writer.finish(False, f"{type(exc).__name__}: {exc}")
-                    log.error("%s failed: %s; partial results kept", path, exc)
-                    raise
-                prog(spec.duration_s)  # the run reached its end
-                writer.finish(True, "finished")
-                done.append(path)
+                done.append(run_variant(spec, be, base, agent, seed, schedules[seed],
+                                        resolved, progress))
     return done
+
+
+def run_variant(spec: ExperimentSpec, be: Backend, base: Path, agent: str, seed: int,
+                schedule_events: tuple[Any, Any], resolved: dict[str, Any],
+                progress: Callable[[str, float], Progress] | None = None) -> Path:
+    """One agent variant and seed of ``spec`` into ``base/<variant>`` (``run_spec``'s
+    loop body; ``p4cc sweep`` runs each variant as a separate task through it)."""
+    variant = variant_dir_name(agent, seed, len(spec.seeds))
+    path = base / variant
+    schedule, events = schedule_events
+    writer = RunWriter(path, {**resolved, "backend": be.name}, variant=variant,
+                       agent=agent, seed=seed, backend=be.name, outputs=spec.outputs)
+    writer.write_schedule(schedule, events)
+    writer.log(f"start {spec.name}/{variant} backend={be.name} "
+               f"flows={len(schedule)} link_events={len(events)}")
+    log.info("run %s/%s: %d flows, backend %s", spec.name, variant, len(schedule), be.name)
+    prog = (progress or console_progress)(f"{spec.name}/{variant}", spec.duration_s)
+    try:
+        be.run(spec, schedule, events, agent, writer, prog)
+    except KeyboardInterrupt as exc:
+        reason = f"interrupted ({exc or 'SIGINT'})"
+        writer.finish(False, reason)
+        log.warning("%s: %s; partial results kept", path, reason)
+        raise
+    except BaseException as exc:
+        writer.finish(False, f"{type(exc).__name__}: {exc}")
+        log.error("%s failed: %s; partial results kept", path, exc)
+        raise
+    prog(spec.duration_s)  # the run reached its end
+    writer.finish(True, "finished")
+    return path

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -255,10 +255,10 @@ class FabricSession:
         for name, ctl in self.controls.items():
             self._loop(name).apply(dict.fromkeys(ctl.ports, cfg))
 
-    def set_agent(self, name: str | None) -> None:
-        """Run agent ``name`` (None: hold) on every switch from the next interval on,
-        writing its first decision now."""
-        for switch in self.controls:
+    def set_agent(self, name: str | None, switches: Iterable[str] | None = None) -> None:
+        """Run agent ``name`` (None: hold) on every switch (or on ``switches``) from the
+        next interval on, writing its first decision now."""
+        for switch in self.controls if switches is None else list(switches):
             loop = self._loop(switch)
             loop.swap_agent(self._agent(name, switch, loop.control))
             loop.apply_initial()

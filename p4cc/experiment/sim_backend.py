@@ -22,13 +22,14 @@ from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError, P4ccError
 from p4cc.experiment.spec import OUTPUTS
+from p4cc.sim.cc import sim_host_cc_names
 from p4cc.sim.config import SimConfig, refuse_unsupported
 from p4cc.sim.engine import Engine
 
 log = logging.getLogger(__name__)
 
 #: host_cc values the simulator models (``name`` or ``name:variant``).
-SIM_HOST_CC = ("dcqcn", "rlcc", "fixed")
+SIM_HOST_CC = sim_host_cc_names()  # the host CC kinds the simulator models
 
 
 def check_spec(spec: Any) -> None:

@@ -20,7 +20,7 @@ import yaml
 
 from p4cc.controlplane.agents.static import agent_names
 from p4cc.errors import ConfigError
-from p4cc.hostcc.cc import host_cc_names
+from p4cc.hostcc.cc import host_cc_kind, host_cc_names
 from p4cc.scale import SCALES, Scale, get_scale
 from p4cc.topo.spec import TopoSpec, parse_topo
 from p4cc.traffic.fields import Ctx, err, integer, load_fraction, size_scale, time_value, windows
@@ -199,7 +199,7 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
     if not isinstance(host_cc, str) or host_cc.partition(":")[0] not in HOST_CC:
         raise err("host_cc", f"{host_cc!r}; choose one of {list(HOST_CC)} (optionally "
                               f"':variant', e.g. 'dcqcn:hpcc-ns3', 'rlcc:model.json')")
-    if host_cc.partition(":")[0] != "tcp":
+    if host_cc_kind(host_cc).make is not None:  # a userspace controller, not kernel TCP
         from p4cc.hostcc.cc import make_controller
 
         try:  # an unknown DCQCN set or a policy file that does not load fails here

@@ -30,7 +30,7 @@ from p4cc.scale import Scale
 __all__ = ["ACK_INTERVALS_PER_DECISION", "HOST_CC_KINDS", "MAX_CATCHUP", "DcqcnController",
            "FixedController", "HostCcKind", "RateController", "RlccController",
            "host_cc_kind", "host_cc_names", "make_controller", "parse_rate", "policy_by_name",
-           "register_host_cc"]
+           "register_host_cc", "userspace_cc_names"]
 
 _ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
 _TRUE = np.ones(1, dtype=np.bool_)
@@ -268,6 +268,11 @@ def host_cc_names() -> tuple[str, ...]:
     return tuple(HOST_CC_KINDS)
 
 
+def userspace_cc_names() -> tuple[str, ...]:
+    """The kinds p4cc's userspace transport runs (a controller; not ``tcp``)."""
+    return tuple(nm for nm, k in HOST_CC_KINDS.items() if k.make is not None)
+
+
 def host_cc_kind(name: str) -> HostCcKind:
     """The kind of ``name`` (``kind`` or ``kind:variant``); ConfigError when unknown."""
     kind = HOST_CC_KINDS.get(name.partition(":")[0])
@@ -290,9 +295,8 @@ def make_controller(name: str, scale: Scale | None = None, line_rate_bps: float 
     line = float(line_rate_bps if line_rate_bps is not None else sc.link_rate_bps)
     kind = host_cc_kind(name)
     if kind.make is None:
-        userspace = [k.usage for k in HOST_CC_KINDS.values() if k.make is not None]
         raise ConfigError(f"host CC {name!r} is the kernel's (iperf3 bulk flows), not a p4cc "
-                          f"controller; p4cc's transport runs {userspace}")
+                          f"controller; p4cc's transport runs {list(userspace_cc_names())}")
     return kind.make(name.partition(":")[2], sc, line, dict(opts))
 
 

@@ -37,21 +37,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
-
-
-class RateController(Protocol):
-    """What a flow needs from a CC core (``p4cc.hostcc.cc`` implements it)."""
-
-    def on_cnp(self, t: float) -> None: ...
-    def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None) -> None: ...
-    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
-    def on_nack(self, t: float) -> None: ...
-    def rate_bps(self, t: float) -> float: ...
-    def trace(self, t: float) -> dict[str, Any]: ...
+from p4cc.hostcc.cc import RateController  # what a flow needs from a CC core
 
 
 @dataclass(frozen=True)

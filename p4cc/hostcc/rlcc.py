@@ -13,8 +13,9 @@ Definitions (NVIDIA RL-CC paper, ``papers/rlcc-nvidia-nic-distillation.txt`` §3
 * Policy input at a decision: the observation (δ_t, a_{t−1}).
 
 :func:`step` applies one decision to the flows in a mask; policies are vectorized over
-N flows (:mod:`p4cc.hostcc.rlcc_policies`).  The same code serves the host (N=1, via
-:class:`p4cc.hostcc.cc.RlccController`) and the simulator.
+N flows (:mod:`p4cc.hostcc.rlcc_policies`).  When a flow decides and on what signal is
+the decision rule of :mod:`p4cc.hostcc.rlcc_rule`, which the host (N=1, via
+:class:`p4cc.hostcc.cc.RlccController`) and the simulator (``p4cc.sim.cc.RlccHook``) run.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import shutil
 
 from p4cc.errors import ConfigError, ToolMissingError
 from p4cc.experiment.spec import ExperimentSpec
+from p4cc.hostcc.cc import userspace_cc_names
 
 #: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
 #: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
@@ -27,7 +28,7 @@ MIN_INTERVAL_S = 0.05
 #: each): watch the flows of this many source hosts (the first in the schedule) only.
 INT_SOURCES = 1
 #: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
-HOST_CC = ("dcqcn", "rlcc", "fixed")
+HOST_CC = userspace_cc_names()  # what p4cc's userspace host transport runs
 IPERF_BASE_PORT = 5301
 STARTUP_TIMEOUT_S = 60.0
 #: lead between the go file and t0, for the senders to see it

@@ -1,0 +1,54 @@
+"""Tiny reporting helper shared by the labs' ``make check`` (not part of p4cc).
+
+Each check prints one line per step, ``PASS``/``FAIL``/``SKIP`` with a message that says
+what to do, and exits 0 only if no step failed (skips do not fail a check).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class Report:
+    def __init__(self, lab: str) -> None:
+        self.lab = lab
+        self.failed = 0
+        self.skipped = 0
+        print(f"== {lab}: checking")
+
+    def ok(self, what: str) -> None:
+        print(f"PASS  {what}")
+
+    def fail(self, what: str, hint: str) -> None:
+        self.failed += 1
+        print(f"FAIL  {what}\n      -> {hint}")
+
+    def skip(self, what: str, why: str) -> None:
+        self.skipped += 1
+        print(f"SKIP  {what}: {why}")
+
+    def check(self, cond: bool, what: str, hint: str) -> bool:
+        (self.ok(what) if cond else self.fail(what, hint))
+        return cond
+
+    def done(self) -> int:
+        if self.failed:
+            print(f"== {self.lab}: {self.failed} step(s) FAILED; fix them and run `make check` "
+                  "again")
+            return 1
+        extra = f" ({self.skipped} step(s) skipped, see above)" if self.skipped else ""
+        print(f"== {self.lab}: all checks passed{extra}")
+        return 0
+
+
+def source_dir(default: Path) -> Path:
+    """``--src DIR``: check the files in DIR (a teacher's solution) instead of the lab's."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--src", type=Path, default=default,
+                        help="directory with the student's files (default: this lab)")
+    args = parser.parse_args()
+    if not args.src.is_dir():
+        sys.exit(f"no such directory: {args.src}")
+    return args.src.resolve()

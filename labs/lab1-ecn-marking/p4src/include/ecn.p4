@@ -1,0 +1,74 @@
+/* p4cc data plane, egress: RED/ECN marking and the per-port tx/marked counters.
+ *
+ * Marking rule (docs/architecture.md, RED as in DCQCN/ACC's switch model; REFERENCE §2):
+ * an ECT(0)/ECT(1) packet seen at queue depth q (enq_qdepth, PACKETS) is CE-marked
+ *     always           if q >= kmax
+ *     with probability pmax * (q - kmin) / (kmax - kmin)   if kmin <= q < kmax
+ *     never            if q < kmin.
+ * BMv2 has no division at run time worth using, so the probabilistic branch draws
+ * u uniform in [0, PMAX_ONE) and marks iff
+ *     u * (kmax - kmin) < pmax_scaled * (q - kmin),     pmax_scaled = round(pmax*65535).
+ * Both products are < 2^16 * 2^19 = 2^35 and are computed in 48 bits, so nothing
+ * overflows.  P(mark) = ceil(pmax_scaled*(q-kmin)/(kmax-kmin)) / 65535, which is the RED
+ * line to within 1/65535 (plus the Pmax rounding of 1/131070); docs/dataplane.md.
+ * Non-ECT packets are never marked (and never dropped here: the queue tail-drops).
+ */
+#ifndef P4CC_ECN_P4
+#define P4CC_ECN_P4
+
+const bit<48> RED_U_MAX = 65534;   // random() bounds are inclusive: u in [0, 65534]
+
+control Ecn(inout headers_t hdr,
+            inout metadata_t meta,
+            inout standard_metadata_t standard_metadata) {
+
+    /* Packets and bytes sent by each egress port. */
+    counter(MAX_PORTS, CounterType.packets_and_bytes) port_tx;
+    /* CE packets and bytes sent by each egress port (marked here or upstream). */
+    counter(MAX_PORTS, CounterType.packets_and_bytes) port_marked;
+
+    /* Thresholds are action parameters of the per-(port, queue) entry so the control
+     * plane retunes them with one P4Runtime MODIFY (REFERENCE §1).  The whole decision
+     * is inside the action, branch-free, because every extra condition or action is a
+     * BMv2 pipeline step that costs throughput (docs/dataplane.md).  The table is
+     * applied to ECT packets only, so non-ECT packets are never marked. */
+    action set_ecn(qdepth_t kmin, qdepth_t kmax, pmax_t pmax) {
+        /* TODO (lab 1): RED marking.  q = standard_metadata.enq_qdepth (packets).
+         *   q <  kmin          -> never mark
+         *   kmin <= q < kmax   -> mark with probability pmax/65535 * (q - kmin)/(kmax - kmin)
+         *   q >= kmax          -> always mark
+         * Draw u with random(u, 0, RED_U_MAX) and compare integers (no division), then
+         * set hdr.ipv4.ecn = ECN_CE when marking (see the README's background). */
+    }
+
+    table ecn_config {
+        key = {
+            standard_metadata.egress_port: exact;
+            /* Control-plane name as in docs/architecture.md although the field lives
+             * in user metadata (see metadata_t.qid). */
+            meta.qid:             exact @name("standard_metadata.qid");
+        }
+        actions = { set_ecn; NoAction; }
+        default_action = NoAction();     // no entry: no marking
+        size = 512;
+    }
+
+    /* Both counters in one action, no condition (one pipeline step).  Index
+     * meta.port_idx (set by ingress set_nhop): the egress port, or the unused index 0 for
+     * ports above MAX_PORT_INDEX; port_marked also counts packets that are not CE at
+     * index 0. */
+    action count_port() {
+        port_tx.count(meta.port_idx);
+        port_marked.count((hdr.ipv4.ecn == ECN_CE) ? meta.port_idx : 0);
+    }
+
+    apply {
+        /* meta.qid was set by ingress (set_nhop), see metadata_t.qid. */
+        if (hdr.ipv4.ecn == ECN_ECT0 || hdr.ipv4.ecn == ECN_ECT1) {
+            ecn_config.apply();
+        }
+        count_port();
+    }
+}
+
+#endif  // P4CC_ECN_P4

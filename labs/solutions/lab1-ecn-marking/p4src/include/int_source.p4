@@ -1,0 +1,42 @@
+/* p4cc data plane, ingress: INT source selection.
+ *
+ * int_watchlist (ternary on ipv4 src/dst, protocol, L4 destination port; entries carry
+ * a priority) marks UDP packets that should carry INT from this switch on.  Only packets
+ * that are not INT already (DSCP neither DSCP_INT nor DSCP_INT_SUMMARY) are candidates;
+ * the shim/metadata headers are inserted in egress (int.p4), where the first hop record
+ * is pushed, so that a packet dropped in the queue never carries half an INT stack.
+ */
+#ifndef P4CC_INT_SOURCE_P4
+#define P4CC_INT_SOURCE_P4
+
+control IntSource(inout headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+
+    /* max_hops is clamped to the header-stack size INT_MAX_HOPS; max_hops 0 means no
+     * INT (int_source stays 0).  Branch-free: no extra pipeline step. */
+    action int_source(bit<8> max_hops) {
+        meta.int_source = (max_hops > 0) ? (bit<1>)1 : 0;
+        meta.int_max_hops = (max_hops > INT_MAX_HOPS_B) ? INT_MAX_HOPS_B : max_hops;
+    }
+
+    table int_watchlist {
+        key = {
+            hdr.ipv4.src_addr: ternary;
+            hdr.ipv4.dst_addr: ternary;
+            hdr.ipv4.protocol: ternary;
+            meta.l4_dport:     ternary;
+        }
+        actions = { int_source; NoAction; }
+        default_action = NoAction();
+        size = 64;
+    }
+
+    apply {
+        if (hdr.udp.isValid() && !hdr.int_shim.isValid() && !hdr.int_summary.isValid()) {
+            int_watchlist.apply();
+        }
+    }
+}
+
+#endif  // P4CC_INT_SOURCE_P4

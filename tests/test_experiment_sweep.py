@@ -1,0 +1,232 @@
+"""``p4cc sweep`` in the process pool: grid keys, run directories, resume, CIs, report."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+from sweep_helpers import GRID, SEEDS, TINY, run_files, tree, write_spec
+
+from p4cc.analysis.stats import mean_ci, t_quantile
+from p4cc.cli import main
+from p4cc.errors import ConfigError
+from p4cc.experiment import sweep_exec
+from p4cc.experiment.grid import expand, parse_grid, parse_seeds
+from p4cc.experiment.runner import run_spec
+from p4cc.experiment.spec import parse_spec
+from p4cc.experiment.sweep import TaskResult, pending, plan_sweep, write_plan
+from p4cc.experiment.sweep_exec import ProgressView, execute, pool_workers
+from p4cc.experiment.sweep_report import METRICS, aggregate, build_sweep_report
+
+MIXED: dict[str, Any] = {**TINY, "workloads": [
+    {"type": "websearch", "load": 0.5},
+    {"type": "incast", "load": 0.1, "senders": [2, 2], "size_bytes": [1000, 2000]},
+    {"type": "storage", "pattern": "video", "io_depth": 2, "max_requests": 10},
+]}
+
+
+def _quiet(label: str, duration: float) -> Any:
+    return lambda t: None
+
+
+@pytest.fixture(scope="module")
+def pool_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny grid run once in a 2-worker process pool (shared by several tests)."""
+    tmp = tmp_path_factory.mktemp("pool")
+    plan = plan_sweep(write_spec(tmp), GRID, SEEDS, tmp / "sweep")
+    write_plan(plan)
+    results = execute(plan.tasks, "pool", 2, show=False)
+    assert [r.ok for r in results] == [True] * 4, results
+    return plan.root
+
+
+# ------------------------------------------------------------------------------ grid
+@pytest.mark.parametrize(("option", "message"), [
+    ("nope=1,2", "--grid nope: no workload of the spec has a 'nope' key"),
+    ("workloads[3].load=0.1", "--grid workloads[3].load: workloads[3] does not exist"),
+    ("workloads[2].load=0.1", "--grid workloads[2].load: a storage workload has no key 'load'"),
+    ("workloads[0].x-y=1", "--grid workloads[0].x-y: not a grid key"),
+    ("seeds=1,2", "--grid seeds: cannot be swept; seeds come from --seeds"),
+    ("load", "expected KEY=V1,V2"),
+    ("load=", "--grid load=: empty value"),
+    ("load=0.3,,0.5", "empty value"),
+    ("load=0.3,0.3", "duplicate values"),
+    ("load=[1],0.2", "'[1]' is not a scalar value"),
+])
+def test_bad_grid_keys_and_values_are_rejected(option: str, message: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_grid([option], MIXED)
+    assert message in str(exc.value)
+
+
+def test_same_field_twice_is_rejected() -> None:
+    with pytest.raises(ConfigError, match=r"--grid workloads\[0\].load: sets the same field "
+                                          r"as --grid load"):
+        parse_grid(["load=0.2", "workloads[0].load=0.3"], MIXED)
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("load=0.3,1.5", r"--grid load=1.5: workloads\[0\].load: 1.5 is outside"),
+    ("workloads[1].load=0", r"--grid workloads\[1\].load=0: workloads\[1\].load: 0"),
+    ("duration_s=-1", r"--grid duration_s=-1: duration_s: -1 must be > 0"),
+    ("host_cc=cubic", r"--grid host_cc=cubic: host_cc: 'cubic'"),
+    ("interval_s=fast", r"--grid interval_s=fast: interval_s:"),
+])
+def test_bad_values_name_the_field_path(option: str, message: str) -> None:
+    axes = parse_grid([option], MIXED)
+    with pytest.raises(ConfigError, match=message):
+        expand(MIXED, axes)
+
+
+def test_bare_key_sets_every_workload_that_has_it() -> None:
+    axes = parse_grid(["load=0.2,0.4", "duration_s=0.5,1"], MIXED)
+    assert axes[0].targets == ((0, "load"), (1, "load"))  # storage has no load
+    points = expand(MIXED, axes, seeds=(3, 4))
+    assert [p.name for p in points] == ["load=0.2__duration_s=0.5", "load=0.2__duration_s=1",
+                                        "load=0.4__duration_s=0.5", "load=0.4__duration_s=1"]
+    last = points[-1].spec
+    assert [w.p.get("load") for w in last.workloads] == [0.4, 0.4, None]
+    assert last.duration_s == 1.0 and last.seeds == (3, 4)
+    assert MIXED["workloads"][0]["load"] == 0.5  # the base document is not changed
+
+
+def test_values_with_commas_use_semicolons() -> None:
+    axes = parse_grid(["topology=star,hosts=4;star,hosts=6"], MIXED)
+    assert axes[0].values == ("star,hosts=4", "star,hosts=6")
+    points = expand(MIXED, axes)
+    assert [p.name for p in points] == ["topology=star_hosts=4", "topology=star_hosts=6"]
+    assert len(points[1].spec.topo().hosts) == 6
+
+
+def test_seeds_option() -> None:
+    assert parse_seeds(None) is None
+    assert parse_seeds("3") == (1, 2, 3)
+    assert parse_seeds("4,7,9") == (4, 7, 9)
+    for bad in ("0", "x", "1,1"):
+        with pytest.raises(ConfigError, match="--seeds"):
+            parse_seeds(bad)
+
+
+def test_bmv2_runs_one_at_a_time_in_the_pool() -> None:
+    assert pool_workers("bmv2", 4) == 1
+    assert pool_workers("sim", 3) == 3
+    assert pool_workers("sim", None) == max(1, os.cpu_count() or 1)
+    with pytest.raises(ConfigError, match="--workers 0"):
+        pool_workers("sim", 0)
+
+
+def test_without_ray_it_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(sweep_exec, "have_ray", lambda: False)
+    spec = write_spec(tmp_path)
+    assert main(["sweep", str(spec), "--grid", "load=0.3", "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'p4cc[sweep]'" in err and "--local" in err
+    assert not (tmp_path / "s" / "load=0.3" / "secn1").exists()  # nothing ran
+
+
+# --------------------------------------------------------------------- run directories
+def test_run_directories_are_what_p4cc_run_writes(pool_sweep: Path, tmp_path: Path) -> None:
+    runs = tree(pool_sweep)
+    assert sorted(runs) == ["load=0.3/secn1_seed1", "load=0.3/secn1_seed2",
+                            "load=0.6/secn1_seed1", "load=0.6/secn1_seed2"]
+    point_doc = yaml.safe_load((pool_sweep / "load=0.6" / "spec.yaml").read_text())
+    assert point_doc["workloads"][0]["load"] == 0.6 and point_doc["seeds"] == [1, 2]
+    source = yaml.safe_load((pool_sweep / "load=0.6" / "secn1_seed1" /
+                             "spec.resolved.yaml").read_text())["source"]
+    spec = parse_spec(point_doc, source, pool_sweep.parent)
+    run_spec(spec, "sim", out=tmp_path / "direct", progress=_quiet)
+    for variant in ("secn1_seed1", "secn1_seed2"):
+        assert run_files(tmp_path / "direct" / variant) == runs[f"load=0.6/{variant}"]
+    assert runs["load=0.3/secn1_seed1"] != runs["load=0.6/secn1_seed1"]  # the grid acts
+
+
+def test_resume_skips_finished_runs(tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path)
+    plan = plan_sweep(spec, GRID, SEEDS, tmp_path / "s")
+    write_plan(plan)
+    first = execute(plan.tasks[:3], "pool", 1, show=False)  # "interrupted" after 3 runs
+    assert all(r.ok for r in first)
+    broken = plan.tasks[2].path  # ... the third one died mid-run
+    status = (broken / "status.json").read_text().replace('"complete": true',
+                                                          '"complete": false')
+    (broken / "status.json").write_text(status)
+    assert [t.label for t in pending(plan)] == ["load=0.6/secn1_seed1", "load=0.6/secn1_seed2"]
+    kept = {t.path: [(f.stat().st_ino, f.stat().st_mtime_ns) for f in sorted(
+        t.path.iterdir())] for t in plan.tasks[:2]}
+    argv = ["sweep", str(spec), "--grid", GRID[0], "--seeds", "2", "--local",
+            "--out", str(tmp_path / "s")]
+    assert main(argv) == 0
+    assert "4 runs, 2 already complete" in capsys.readouterr().out
+    for path, stats in kept.items():  # not rewritten
+        assert [(f.stat().st_ino, f.stat().st_mtime_ns) for f in sorted(path.iterdir())] == stats
+    moved = list(broken.parent.glob(f"{broken.name}.prev-*"))
+    assert len(moved) == 1  # the incomplete run was moved aside, then run again
+    assert not pending(plan)
+    assert main(argv) == 0  # nothing left: only the report is written again
+    assert "4 already complete" in capsys.readouterr().out
+    write_spec(tmp_path, {**TINY, "duration_s": 0.4})  # the spec changed since
+    assert main(argv) == 2
+    assert "is a complete run of a different spec" in capsys.readouterr().err
+
+
+# -------------------------------------------------------------------- CIs and report
+def test_confidence_interval_by_hand() -> None:
+    # t_{0.975} from the printed tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2)
+    for df, table in ((1, 12.706), (2, 4.303), (3, 3.182), (4, 2.776), (10, 2.228),
+                      (30, 2.042)):
+        assert t_quantile(0.95, df) == pytest.approx(table, abs=1e-3)
+    # [1, 2, 3, 4]: mean 2.5, s = sqrt(5/3) = 1.2910, half-width 3.1824 * 1.2910 / 2
+    mean, half, n = mean_ci([1.0, 2.0, 3.0, 4.0, math.nan])
+    assert (mean, n) == (2.5, 4)
+    assert half == pytest.approx(3.1824 * 1.2910 / 2, rel=1e-4)
+    assert math.isnan(mean_ci([7.0])[1]) and mean_ci([])[2] == 0
+    runs = pd.DataFrame({"point": ["a"] * 3, "load": [0.3] * 3, "agent": ["x"] * 3,
+                         "seed": [1, 2, 3], **{m: [1.0, 2.0, 6.0] for m in METRICS}})
+    row = aggregate(runs, ["load"]).iloc[0]
+    # mean 3, s = sqrt(((-2)^2 + (-1)^2 + 3^2) / 2) = sqrt(7), t_{0.975, 2} = 4.3027
+    assert row["fct_all_p99_s_mean"] == 3.0 and row["fct_all_p99_s_n"] == 3
+    assert row["fct_all_p99_s_ci95"] == pytest.approx(4.3027 * math.sqrt(7) / math.sqrt(3),
+                                                      rel=1e-4)
+
+
+def test_report_files_and_columns(pool_sweep: Path) -> None:
+    md = build_sweep_report(pool_sweep)
+    rep = pool_sweep / "report"
+    agg = pd.read_csv(rep / "sweep.csv")
+    assert list(agg.columns[:4]) == ["point", "load", "agent", "runs"]
+    for m in ("fct_mice_avg_s", "fct_all_p99_s", "slowdown_p99", "qlen_avg_bytes",
+              "utilization", "drops_pkts"):
+        assert {f"{m}_mean", f"{m}_ci95", f"{m}_n"} <= set(agg.columns)
+    assert list(agg["load"]) == [0.3, 0.6] and list(agg["runs"]) == [2, 2]
+    runs = pd.read_csv(rep / "runs.csv")
+    assert len(runs) == 4 and {"point", "load", "agent", "seed"} <= set(runs.columns)
+    g = runs[runs["point"] == "load=0.6"]["fct_all_avg_s"]
+    mean, half, _ = mean_ci(g.to_numpy())
+    assert agg.loc[1, "fct_all_avg_s_mean"] == pytest.approx(mean)
+    assert agg.loc[1, "fct_all_avg_s_ci95"] == pytest.approx(half)
+    text = md.read_text()
+    assert "## fct_all_avg_s" in text and "| load=0.6 |" in text and " ± " in text
+    assert (rep / "fct_all_avg_s.png").stat().st_size > 1000
+    assert (rep / "utilization.png").is_file()
+
+
+def test_progress_line_counts_done_failed_running() -> None:
+    out = io.StringIO()  # not a terminal: plain lines
+    view = ProgressView(total=4, slots=2, stream=out)
+    view.update(TaskResult("p/a", True))
+    view.update(TaskResult("p/b", False, "RuntimeError: boom"))
+    view.update(None)
+    assert view.line().startswith("sweep: 1/4 done, 1 failed, 2 running, ")
+    assert "ETA" in view.line()
+    view.close()
+    text = out.getvalue()
+    assert "p/b FAILED: RuntimeError: boom" in text
+    assert "sweep: 1/4 done, 1 failed, 2 running" in text.splitlines()[-1]
