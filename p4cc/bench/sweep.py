@@ -6,7 +6,9 @@ secn2, ``--seeds`` seeds: 16 runs with the defaults.  One case per executor (``p
 ``p4cc sweep --local``; ``ray`` = a local Ray instance, if Ray is installed) and worker
 count; each into a fresh temporary directory.  ``wall_s`` is the whole sweep as the user
 waits for it, including starting the workers (spawned processes import p4cc; Ray also
-starts its instance: ``ray_init_s`` alone).
+starts its instance: ``ray_init_s`` alone).  ``run_mean_s`` is a run's wall-clock time in
+its worker and ``run_cpu_mean_s`` the CPU time it got: when the first grows with the
+workers and the second does not, the workers wait for CPU (other work on the machine).
 """
 
 from __future__ import annotations
@@ -61,11 +63,13 @@ def sweep_case(executor: str, workers: int, duration_s: float, seeds: int) -> di
         wall = time.monotonic() - t0
     ok = sum(r.ok for r in results)
     run_s = [r.elapsed_s for r in results if r.ok]
+    cpu_s = [r.cpu_s for r in results if r.ok]
     out: dict[str, Any] = {
         "case": f"{executor}_w{workers}", "executor": executor, "workers": workers,
         "runs": len(plan.tasks), "runs_ok": ok, "sim_duration_s": duration_s,
         "wall_s": round(wall, 3), "runs_per_min": round(60.0 * ok / wall, 2),
         "run_mean_s": round(sum(run_s) / len(run_s), 3) if run_s else None,
+        "run_cpu_mean_s": round(sum(cpu_s) / len(cpu_s), 3) if cpu_s else None,
         "cpus": os.cpu_count(), "loadavg_1min": round(os.getloadavg()[0], 2)}
     if init_s is not None:
         out["ray_init_s"] = round(init_s, 3)

@@ -59,7 +59,8 @@ class TaskResult:
     label: str
     ok: bool
     error: str = ""
-    elapsed_s: float = 0.0
+    elapsed_s: float = 0.0  # wall-clock time of the run in its worker
+    cpu_s: float = 0.0  # CPU time the worker process spent on it
 
 
 @dataclass(frozen=True)
@@ -160,13 +161,14 @@ def _quiet(label: str, duration_s: float) -> Any:
 def run_task(task: SweepTask) -> TaskResult:
     """Run one task (in a worker): build the seed's schedule and play the variant.
     Failures come back as a TaskResult; the run directory keeps what was written."""
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), time.process_time()
+    error = ""
     try:
         spec = task.spec
         schedule = build_schedule(spec, task.seed, spec.topo())
         run_variant(spec, get_backend(task.backend), task.path.parent, task.agent,
                     task.seed, schedule, resolve(spec), _quiet)
     except Exception as exc:  # reported by the sweep, recorded in the run's status.json
-        return TaskResult(task.label, False, f"{type(exc).__name__}: {exc}",
-                          time.monotonic() - t0)
-    return TaskResult(task.label, True, "", time.monotonic() - t0)
+        error = f"{type(exc).__name__}: {exc}"
+    return TaskResult(task.label, not error, error, time.monotonic() - t0,
+                      time.process_time() - c0)
