@@ -33,6 +33,8 @@ BENCHMARKS = {
     "sim": "p4cc.bench.sim:run",
     "agents": "p4cc.bench.agents:run",
     "sweep": "p4cc.bench.sweep:run",
+    "calibrate": "p4cc.bench.calibrate:run",
+    "testbed": "p4cc.bench.testbed:run",
 }
 
 

@@ -3,9 +3,11 @@ compiled BMv2 JSON agree on it.
 
 P4 has no loops outside the parser, so the per-hop code of p4src/include/int.p4 is
 unrolled (``INT_FOR_EACH_HOP`` in headers.p4, the record list of ``save_for_report``).
-These tests fail when a hop is added or removed in one place only: in the macro list,
-by hand, in ``#define INT_MAX_HOPS``, in the Python constant, or in a stale compiled
-JSON.  They read the sources and the committed p4cc/data/p4/p4cc.json; no p4c needed.
+``p4cc.constants.INT_MAX_HOPS`` is the compiled ``int_hops`` stack size; these tests
+fail when a hop is added or removed in one place only: in the macro list, by hand, in
+``#define INT_MAX_HOPS``, or in a compiled JSON whose per-hop code (parser bound,
+clamp, summary, report, deparser) does not cover the whole stack.  They read the
+sources and the committed p4cc/data/p4/p4cc.json; no p4c needed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from p4cc.packets.int import INT_HOP_BYTES, INT_MAX_HOPS
+from p4cc.constants import INT_HOP_BYTES, INT_MAX_HOPS
 from p4cc.paths import P4_JSON, P4SRC_DIR
 
 N = INT_MAX_HOPS
@@ -54,19 +56,32 @@ def test_define_matches_python(code):
     assert defines == [N]
 
 
-def test_for_each_hop_lists_every_hop_once(code):
+def _for_each_hop(code: dict[str, str]) -> list[int] | None:
+    """The hop list of ``INT_FOR_EACH_HOP(M)`` (None if the macro is not defined)."""
     m = re.search(r"#define\s+INT_FOR_EACH_HOP\(M\)([^\n]*)", code["headers.p4"])
-    assert m, "INT_FOR_EACH_HOP missing from headers.p4"
-    assert [int(i) for i in re.findall(r"\bM\((\d+)\)", m.group(1))] == list(range(N))
+    if m is None:
+        return None
     assert re.fullmatch(r"(\s*M\(\d+\))+\s*", m.group(1)), m.group(1)
+    return [int(i) for i in re.findall(r"\bM\((\d+)\)", m.group(1))]
+
+
+def test_for_each_hop_lists_every_hop_once(code):
+    hops = _for_each_hop(code)
+    assert hops is None or hops == list(range(N))
 
 
 @pytest.mark.parametrize("macro", ["INT_ACC_HOP", "INT_RESTORE_HOP"])
-def test_per_hop_macros_only_through_for_each_hop(code, macro):
-    """No hand-unrolled hop beside the list: the macro is used once, via the list."""
+def test_per_hop_code_covers_every_hop_once(code, macro):
+    """Each per-hop macro runs for hops 0..N-1 exactly once, whether expanded through
+    INT_FOR_EACH_HOP or written out: a hop added or dropped by hand is caught."""
     text = code["int.p4"]
-    assert re.findall(rf"\b{macro}\((\w+)\)", text) == ["i"]   # the definition only
-    assert len(re.findall(rf"INT_FOR_EACH_HOP\(\s*{macro}\s*\)", text)) == 1
+    assert re.search(rf"#define\s+{macro}\(i\)", text), f"{macro} not defined"
+    hops = [int(i) for i in re.findall(rf"\b{macro}\((\d+)\)", text)]
+    for _ in re.findall(rf"\bINT_FOR_EACH_HOP\(\s*{macro}\s*\)", text):
+        listed = _for_each_hop(code)
+        assert listed is not None, "INT_FOR_EACH_HOP used but not defined"
+        hops += listed
+    assert sorted(hops) == list(range(N))
 
 
 def test_literal_hop_indices_within_stack(code):

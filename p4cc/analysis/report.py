@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.analysis import fidelity, plots
 from p4cc.analysis import metrics as an
-from p4cc.analysis import plots
 from p4cc.analysis.runs import Run, find_runs
 from p4cc.errors import P4ccError
 
@@ -90,6 +90,9 @@ def build_report(runs: Sequence[Run], out: Path, baseline: str | None = None,
     md = [f"# p4cc report: {', '.join(sorted({str(r.meta.get('name')) for r in runs}))}", "",
           f"Generated {time.strftime('%Y-%m-%d %H:%M:%S')} from {len(runs)} run(s); "
           f"baseline `{base}`.", ""]
+    md += fidelity.section(runs, labels)  # first: whether the numbers below can be trusted
+    bad = fidelity.unfaithful(runs, labels)
+    shown = {lab: lab + fidelity.UNFAITHFUL_MARK for lab in bad}
     info = pd.DataFrame([{
         "run": lab, "path": str(r.path), "backend": r.meta.get("run", {}).get("backend"),
         "agent": r.meta.get("run", {}).get("agent"), "seed": r.meta.get("run", {}).get("seed"),
@@ -104,9 +107,9 @@ def build_report(runs: Sequence[Run], out: Path, baseline: str | None = None,
     desc = runs[0].meta.get("description")
     if desc:
         md += ["## What this reproduces", "", str(desc), ""]
-    md += ["## Summary", "", markdown_table(values), "",
+    md += ["## Summary", "", markdown_table(values.rename(columns=shown)), "",
            f"### Normalised to `{base}` (1 = same as baseline; lower FCT/queue is better)", "",
-           markdown_table(norm), ""]
+           markdown_table(norm.rename(columns=shown)), ""]
     figs: list[tuple[str, Path | None]] = [
         ("Headline metrics, normalised", plots.normalised_bars(norm, HEADLINE,
                                                                out / "normalised.png", base))]
@@ -119,7 +122,7 @@ def build_report(runs: Sequence[Run], out: Path, baseline: str | None = None,
         flows = an.sized_flows(r)
         fct = an.fct_by_class(flows, mice, eleph)
         fct.to_csv(out / f"fct_{_slug(lab)}.csv")
-        sections += [f"## Run `{lab}`", "", "### FCT by size class (seconds)", "",
+        sections += [f"## Run `{shown.get(lab, lab)}`", "", "### FCT by size class (seconds)", "",
                      markdown_table(fct)]
         by_size = an.fct_by_size(flows)
         if not by_size.empty:

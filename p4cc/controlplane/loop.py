@@ -36,6 +36,25 @@ RecordSink = Callable[[list[PortTelemetry]], None]
 
 
 @dataclass(frozen=True)
+class PollTiming:
+    """When one step's poll ran (run clock, the poller's t0): for the fidelity verdict."""
+
+    switch: str
+    deadline_s: float  # when the step was due (NaN for a step outside ``run``)
+    start_s: float  # the poll began
+    end_s: float  # the poll returned
+    read_span_s: float  # first counter read to last register read
+
+    def to_row(self) -> dict[str, float | str]:
+        return {"switch": self.switch, "deadline_s": self.deadline_s,
+                "start_s": self.start_s, "end_s": self.end_s,
+                "read_span_s": self.read_span_s}
+
+
+PollSink = Callable[[PollTiming], None]
+
+
+@dataclass(frozen=True)
 class LoopConfig:
     interval_s: float = field(default=0.01, metadata={"help": "agent interval Δt"})
     backoff_s: float = field(default=0.05, metadata={"help": "first reconnect delay"})
@@ -66,8 +85,11 @@ class LoopStats:
 class ControlLoop:
     def __init__(self, control: SwitchControl, poller: TelemetryPoller, agent: Agent,
                  config: LoopConfig | None = None, sink: RecordSink | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_poll: PollSink | None = None) -> None:
         self.control = control
+        self.on_poll = on_poll
+        self._deadline = float("nan")  # of the step running (``run``)
         self.poller = poller
         self.agent = agent
         self.config = config or LoopConfig()
@@ -85,13 +107,14 @@ class ControlLoop:
     @classmethod
     def for_switch(cls, control: SwitchControl, agent: Agent, config: LoopConfig | None = None,
                    sink: RecordSink | None = None, t0: float | None = None,
-                   clock: Callable[[], float] = time.monotonic) -> ControlLoop:
+                   clock: Callable[[], float] = time.monotonic,
+                   on_poll: PollSink | None = None) -> ControlLoop:
         """A loop with the switch's (only) TelemetryPoller; records are timed from ``t0``."""
         poller = TelemetryPoller(control.name, control.ports, control.p4rt, control.thrift,
                                  control.scale,
                                  {p: control.port_rate_bps(p) for p in control.ports},
                                  lambda: control.ecn, t0=t0, clock=clock)
-        return cls(control, poller, agent, config, sink, clock)
+        return cls(control, poller, agent, config, sink, clock, on_poll)
 
     def _error(self, kind: str, exc: BaseException) -> None:
         setattr(self.stats, kind, getattr(self.stats, kind) + 1)
@@ -192,6 +215,11 @@ class ControlLoop:
             return []
         t_poll = self.clock()
         self.stats.poll_ms = (t_poll - t) * 1e3
+        if self.on_poll is not None:
+            t0 = self.poller.t0
+            first, last = getattr(self.poller, "last_read", (0.0, 0.0))
+            self.on_poll(PollTiming(self.control.name, self._deadline - t0, t - t0,
+                                    t_poll - t0, max(0.0, last - first)))
         records = [obs[p] for p in sorted(obs)]
         if records and self.sink is not None:
             self.sink(records)
@@ -235,6 +263,7 @@ class ControlLoop:
                 break
             if stop.wait(max(0.0, deadline - now)):
                 break
+            self._deadline = deadline
             self.step()
             deadline += dt
             now = self.clock()

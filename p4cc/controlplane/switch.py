@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from google.rpc import code_pb2
 
-from p4cc.constants import CPU_PORT, INT_REPORT_SESSION
+from p4cc.constants import CPU_PORT, INT_MAX_HOPS, INT_REPORT_SESSION
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.p4runtime import P4RuntimeClient, P4RuntimeWriteError
 from p4cc.controlplane.routes import compute_routes, host_facing_ports
@@ -168,7 +168,8 @@ class SwitchControl:
             self.thrift.set_queue_depth(link.queue_pkts, port)
 
     def add_int_watch(self, src: str | None = None, dst: str | None = None,
-                      proto: int | None = None, dport: int | None = None, max_hops: int = 8,
+                      proto: int | None = None, dport: int | None = None,
+                      max_hops: int = INT_MAX_HOPS,
                       priority: int = 1) -> None:
         """Make UDP flows matching the given fields (None = any) carry INT."""
         wanted = (("src_addr", src, 0xFFFFFFFF), ("dst_addr", dst, 0xFFFFFFFF),

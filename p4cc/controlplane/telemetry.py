@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from p4cc.constants import BITMAP_WORDS
+from p4cc.controlplane import epoch
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.scale import Scale
@@ -163,22 +164,53 @@ class TelemetryPoller:
         self.t0 = clock() if t0 is None else t0
         self.sketch_window_s = sketch_window_s
         self._prev: Snapshot | None = None
+        self.last_read: tuple[float, float] = (0.0, 0.0)
+        #: the program keeps epoch-tagged statistics (no resets; p4cc.controlplane.epoch)
+        self.epoch_mode = epoch.is_epoch_program(getattr(registers, "registers", None) or ())
+        self._epoch = 0  # the epoch the data plane is in (tel_epoch starts at 0)
+        self._cum: dict[str, list[int]] | None = None
         self._sketch_reset_at: float | None = None
 
     def snapshot(self) -> Snapshot:
+        t_first = self.clock() - self.t0
         many = getattr(self.counters, "read_counters_many", None)
         counters = (many(COUNTERS) if many is not None
                     else {name: self.counters.read_counters(name) for name in COUNTERS})
-        registers = {name: self.registers.register_read_all(name)
-                     for name in INTERVAL_REGISTERS}
-        t = self.clock() - self.t0
-        for name in INTERVAL_REGISTERS:
+        if self.epoch_mode:
+            registers, t = self._epoch_registers()
+        else:
+            registers = {name: self.registers.register_read_all(name)
+                         for name in INTERVAL_REGISTERS}
+            t = self.clock() - self.t0
+        #: (first read, last read) of the latest snapshot, run clock: the fidelity check
+        #: wants one poll's reads close together in time
+        self.last_read = (t_first, t)
+        for name in () if self.epoch_mode else INTERVAL_REGISTERS:
             self.registers.register_reset(name)
         if self._sketch_reset_at is None or t - self._sketch_reset_at >= self.sketch_window_s:
             for name in SKETCH_REGISTERS:
                 self.registers.register_reset(name)
             self._sketch_reset_at = t
         return Snapshot(t, counters, registers)
+
+    def _epoch_registers(self) -> tuple[dict[str, Sequence[int]], float]:
+        """Epoch program (p4cc.controlplane.epoch): cumulative sums, then the epoch
+        switch (the interval's end), then the closed bank at leisure."""
+        cum = {name: self.registers.register_read_all(name) for name in epoch.CUMULATIVE}
+        t = self.clock() - self.t0
+        closed = self._epoch
+        self._epoch += 1
+        write = getattr(self.registers, "register_write")  # noqa: B009 (protocol extra)
+        write(epoch.EPOCH_REGISTER, 0, self._epoch)
+        regs: dict[str, Sequence[int]] = dict(epoch.interval_sums(cum, self._cum))
+        self._cum = cum
+        tags: dict[str, list[int]] = {}
+        for name, tag in epoch.BANKED.items():
+            if tag not in tags:
+                tags[tag] = self.registers.register_read_all(tag)
+            regs[name] = epoch.closed_bank(self.registers.register_read_all(name),
+                                           tags[tag], closed)
+        return regs, t
 
     def prime(self) -> None:
         """Take the first snapshot (start of the first interval)."""

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from p4cc.errors import ConfigError
-from p4cc.experiment.spec import ExperimentSpec, parse_spec
+from p4cc.experiment.spec import ExperimentSpec, parse_spec, read_spec_doc
 from p4cc.traffic.kinds import KINDS, get_kind
 
 #: top-level spec fields a grid may sweep (the rest name the experiment or are lists)
@@ -58,16 +58,10 @@ class GridPoint:
 
 def read_doc(path: str | Path) -> tuple[dict[str, Any], str, Path]:
     """The raw spec mapping of a YAML file, its source name and its directory."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"spec file {p} does not exist")
-    try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+    doc, source, base_dir = read_spec_doc(path)
     if not isinstance(doc, dict):
-        raise ConfigError(f"{p}: a spec is a YAML mapping")
-    return doc, str(p), p.resolve().parent
+        raise ConfigError(f"{source}: a spec is a YAML mapping")
+    return doc, source, base_dir
 
 
 def _kind_keys(w: Any) -> frozenset[str]:

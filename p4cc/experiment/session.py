@@ -31,7 +31,7 @@ from typing import Any
 from p4cc.controlplane.agents.base import Agent
 from p4cc.controlplane.agents.static import HoldAgent, make_agent
 from p4cc.controlplane.ecn import EcnConfig
-from p4cc.controlplane.loop import ControlLoop, LoopConfig, LoopStats
+from p4cc.controlplane.loop import ControlLoop, LoopConfig, LoopStats, PollSink
 from p4cc.controlplane.p4runtime import P4RuntimeClient
 from p4cc.controlplane.records import PortKey, PortTelemetry
 from p4cc.controlplane.switch import SwitchControl
@@ -113,8 +113,10 @@ class FabricSession:
                  config: SessionConfig | None = None, *,
                  on_telemetry: TelemetrySink | None = None,
                  on_action: ActionSink | None = None,
+                 on_poll: PollSink | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.controls = dict(controls)
+        self.on_poll = on_poll
         self.config = config or SessionConfig()
         self.loop_config = LoopConfig(interval_s=float(self.config.interval_s))
         self.on_telemetry, self.on_action, self.clock = on_telemetry, on_action, clock
@@ -143,7 +145,8 @@ class FabricSession:
             for name, ctl in self.controls.items():
                 loop = ControlLoop.for_switch(ctl, self._agent(self.config.agent, name, ctl),
                                               self.loop_config,
-                                              sink=self._record, clock=self.clock)
+                                              sink=self._record, clock=self.clock,
+                                              on_poll=self.on_poll)
                 loop.apply_initial()
                 self.loops[name] = loop
         except BaseException:

@@ -21,6 +21,7 @@ from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError, P4ccError
+from p4cc.experiment import chameleon
 from p4cc.experiment.spec import OUTPUTS
 from p4cc.sim.cc import sim_host_cc_names
 from p4cc.sim.config import SimConfig, refuse_unsupported
@@ -64,8 +65,11 @@ class SimBackend:
         cfg = SimConfig(**{**base.to_dict(), "cc": cc, "seed": int(sink.seed),
                            "telemetry_interval_s": float(spec.interval_s),
                            "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
-        agents: dict[str, Agent] = {sw.name: make_agent(agent_name, topo.scale)
-                                    for sw in topo.switches}
+        # CHAMELEON: one controller for the fabric (None for per-switch agents)
+        fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
+        with chameleon.links(fabric):
+            agents: dict[str, Agent] = {sw.name: make_agent(agent_name, topo.scale)
+                                        for sw in topo.switches}
         eng_box: list[Engine] = []
 
         def on_interval(t: float, recs: list[PortTelemetry]) -> None:
@@ -73,6 +77,8 @@ class SimBackend:
             by_sw: dict[str, dict[int, PortTelemetry]] = {}
             for r in recs:
                 by_sw.setdefault(r.switch, {})[r.port] = r
+            if fabric is not None:  # hosts' parameters now; the proxies' thresholds below
+                fabric.on_interval(eng_box[0], t, recs)
             for sw, obs in by_sw.items():
                 _apply(eng_box[0], sw, agents[sw], obs, sink)
             if cfg.host_traces:

@@ -230,8 +230,9 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
                           description.strip(), source, tuple(ctx.paper))
 
 
-def load_spec(path: str | Path) -> ExperimentSpec:
-    """Read and validate a YAML spec file."""
+def read_spec_doc(path: str | Path) -> tuple[Any, str, Path]:
+    """The raw YAML document of a spec file, its source name and its directory (not yet
+    validated: ``parse_spec`` does that)."""
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"spec file {p} does not exist")
@@ -239,7 +240,12 @@ def load_spec(path: str | Path) -> ExperimentSpec:
         doc = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML: {exc}") from None
-    return parse_spec(doc, str(p), p.resolve().parent)
+    return doc, str(p), p.resolve().parent
+
+
+def load_spec(path: str | Path) -> ExperimentSpec:
+    """Read and validate a YAML spec file."""
+    return parse_spec(*read_spec_doc(path))
 
 
 def _plain(v: Any) -> Any:

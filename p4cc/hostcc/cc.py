@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = ["ACK_INTERVALS_PER_DECISION", "HOST_CC_KINDS", "MAX_CATCHUP", "DcqcnC
            "host_cc_kind", "host_cc_names", "make_controller", "parse_rate", "policy_by_name",
            "register_host_cc", "userspace_cc_names"]
 
+_SET_LOCK = threading.Lock()  # hands run-time parameters to DcqcnControllers
 _ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
 _TRUE = np.ones(1, dtype=np.bool_)
 
@@ -67,14 +69,28 @@ class DcqcnController:
         self.now = t0
         self.cnps = 0
         self.nacks = 0
+        self._pending: dcqcn.DcqcnParams | None = None
 
     @property
     def state(self) -> dcqcn.DcqcnState:
         """The flow's state at the latest time seen (lazy events applied; a copy)."""
         return self.flows.state_at(self.now)
 
+    def set_params(self, params: dcqcn.DcqcnParams) -> None:
+        """New parameters from another thread (the CHAMELEON monitor): taken over by the
+        core (:meth:`dcqcn.DcqcnFlows.set_params`) at the sender's next call."""
+        with _SET_LOCK:
+            self._pending = params
+
     def _t(self, t: float) -> float:
         self.now = max(t, self.now)
+        if self._pending is not None:
+            with _SET_LOCK:  # (the common path only reads the attribute)
+                pending, self._pending = self._pending, None
+            assert pending is not None
+            self.flows.rate(self.now)  # events up to now run with the old parameters
+            self.flows.set_params(pending)
+            self.params = pending
         return self.now
 
     def on_cnp(self, t: float) -> None:
@@ -206,9 +222,17 @@ class FixedController:
 
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
-#: ``rlcc:<name>`` shortcuts for the shipped reference policy files.
+#: ``rlcc:<name>`` shortcuts for the shipped policy files.  ``lstm``, ``mlp``, ``trees``,
+#: ``catboost`` are hand-wired or fitted to imitate the PI baseline (rlcc_reference.py):
+#: format examples, not learned.  ``adpg-*`` are trained with ADPG (p4cc train rlcc;
+#: sidecar .json beside each file: command, seed, commit, training and evaluation).
 SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
-           "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+           "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json",
+           "adpg-mlp": "rlcc-adpg-mlp.npz", "adpg-lstm": "rlcc-adpg-lstm.npz",
+           "adpg-trees": "rlcc-distilled-trees.json"}
+#: Names of the PI baseline (ReferencePolicy).  Plain ``rlcc`` means it until a trained
+#: policy meets issue 11's bar (utilisation >= 0.9, Jain >= 0.95, no loss, 2..8192 flows).
+PI_NAMES = ("", "pi", "reference")
 
 
 def parse_rate(text: str) -> float:
@@ -223,8 +247,9 @@ def parse_rate(text: str) -> float:
 
 
 def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
-    """The policy of ``rlcc:<arg>``: ``reference`` (or empty), a shipped name, or a file."""
-    if arg in ("", "reference"):
+    """The policy of ``rlcc:<arg>``: ``pi`` (or empty, or the old name ``reference``: the
+    PI baseline), a shipped name, or a file."""
+    if arg in PI_NAMES:
         return ReferencePolicy()
     if arg in SHIPPED:
         return load_policy(data_dir() / SHIPPED[arg])
@@ -325,7 +350,7 @@ def _rlcc_sender_opts(scale: Scale) -> dict[str, Any]:
 
 register_host_cc(HostCcKind("dcqcn", "dcqcn[:<parameter set>]", _make_dcqcn))
 register_host_cc(HostCcKind(
-    "rlcc", "rlcc[:<policy file>|reference|" + "|".join(SHIPPED) + "]", _make_rlcc,
+    "rlcc", "rlcc[:<policy file>|pi|" + "|".join(SHIPPED) + "]", _make_rlcc,
     _rlcc_sender_opts))
 register_host_cc(HostCcKind("fixed", "fixed[:<rate, e.g. 5M>]", _make_fixed))
 register_host_cc(HostCcKind("tcp", "tcp (kernel TCP, bulk workloads only)", None))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import time
@@ -16,9 +17,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from p4cc.chameleon.stats import Periods
 from p4cc.constants import ROCE_PORT
 from p4cc.errors import ConfigError
-from p4cc.hostcc import api
+from p4cc.hostcc import api, tuning
 from p4cc.hostcc.flow import FlowSpec
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S, ReceiverConfig
 from p4cc.hostcc.sender import SenderConfig
@@ -60,9 +62,12 @@ def _schedule(args: argparse.Namespace) -> list[FlowSpec]:
         specs = []
         for i, r in enumerate(rows):
             try:
+                stop = r.get("stop_s")
                 specs.append(FlowSpec(str(r["dst"]), int(r["size"]),
                                       float(r.get("start_s", 0.0)), str(r.get("cc", args.cc)),
-                                      int(r.get("port", args.port))))
+                                      int(r.get("port", args.port)), ref=int(r.get("ref", -1)),
+                                      after=int(r.get("after", -1)),
+                                      stop_s=float("inf") if stop is None else float(stop)))
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 if isinstance(exc, ConfigError):
                     raise ConfigError(f"--schedule {args.schedule} row {i}: {exc}") from None
@@ -76,6 +81,17 @@ def _schedule(args: argparse.Namespace) -> list[FlowSpec]:
             for i in range(args.flows)]
 
 
+def _periods(text: str) -> Periods:
+    try:
+        short, long = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SHORT,LONG in seconds") \
+            from None
+    if not 0 < short <= long:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 0 < SHORT <= LONG")
+    return Periods(short, long)
+
+
 def _send(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
     specs = _schedule(args)
@@ -87,12 +103,16 @@ def _send(args: argparse.Namespace) -> int:
                        rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
                        rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                        link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
-                       ack_interval_s=args.ack_interval)
+                       ack_interval_s=args.ack_interval, completions=args.completions)
     make = api.controller_factory(scale, args.line_rate or None)
     for spec in {s.cc: s for s in specs}.values():
         make(spec)  # a bad --cc fails here, before anything is set up
+    params = tuning.RuntimeParams(scale)
     _install_signals()
-    tx = api.start_flows(specs, cfg, out_dir=args.out, make_ctl=make)
+    tx = api.start_flows(specs, cfg, out_dir=args.out, make_ctl=params.wrap(make))
+    rep = (tuning.start_reporter(args.monitor, args.monitor_id or f"send-{os.getpid()}",
+                                 tuning.sender_sampler(tx), params, args.monitor_periods)
+           if args.monitor else None)
     deadline = time.monotonic() + args.deadline
     status = 0
     try:
@@ -106,6 +126,8 @@ def _send(args: argparse.Namespace) -> int:
         status = 130
     finally:
         tx.stop()
+        if rep is not None:
+            rep.stop()
     recs = tx.records()
     _print(recs)
     if status == 0 and not all(r["completed"] for r in recs):
@@ -123,6 +145,9 @@ def _recv(args: argparse.Namespace) -> int:
                          seed=args.seed)
     _install_signals()
     rx = api.start_receiver(cfg, netns=args.netns)
+    rep = (tuning.start_reporter(args.monitor, args.monitor_id or f"recv-{os.getpid()}",
+                                 tuning.receiver_sampler(rx), tuning.RuntimeParams(scale, rx),
+                                 args.monitor_periods) if args.monitor else None)
     print(json.dumps({"listening": rx.port, "cnp_interval_s": cnp}), flush=True)
     end = time.monotonic() + args.duration if args.duration else float("inf")
     status = 0
@@ -135,6 +160,8 @@ def _recv(args: argparse.Namespace) -> int:
     except _Stop as exc:
         print(f"p4cc host recv: stopped by {exc}", file=sys.stderr)
     finally:
+        if rep is not None:
+            rep.stop()
         recs = api.stop_receiver(rx, args.out)
         if args.out:
             (Path(args.out) / "rx_counters.json").write_text(json.dumps(rx.counters()))
@@ -156,7 +183,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--netns", help="run inside this named network namespace")
     p.add_argument("--out", help="directory for fct.csv and trace.csv")
     p.add_argument("--port", type=int, default=ROCE_PORT, help="receiver UDP port")
-    p.add_argument("--schedule", help="JSON file: list of {dst, size, start_s, cc}")
+    p.add_argument("--schedule", help="JSON file: list of {dst, size, start_s, cc[, ref, "
+                   "after, stop_s]}; a row with after=R starts when the flow with ref R "
+                   "completes")
+    p.add_argument("--completions", help="file shared with the run's other senders: the "
+                   "refs of completed flows (for rows with 'after' on other hosts)")
     p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
     p.add_argument("--line-rate", type=float, default=0.0, help="line rate b/s (scale's)")
     p.add_argument("--pkt-bytes", type=int, default=0,
@@ -178,6 +209,11 @@ def register(subparsers: Any) -> None:
                    help="s: also ask for an ACK (an RTT sample) this long after the last "
                         "AckReq (default: the controller's; RL-CC 2 x its decision "
                         "interval, DCQCN none; 0: off)")
+    p.add_argument("--monitor", help="CHAMELEON controller address (unix:<path> or "
+                   "tcp:<host>:<port>): report metrics, take DCQCN parameters at run time")
+    p.add_argument("--monitor-id", help="reporter id (default send-<pid> / recv-<pid>)")
+    p.add_argument("--monitor-periods", type=_periods, default=None, metavar="SHORT,LONG",
+                   help="sample and upload periods, s (default 10 ms, 100 ms x Scale.time)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
     p.set_defaults(func=_send)
 
@@ -193,5 +229,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--until-flows", type=int, default=0, help="stop after N flows complete")
     p.add_argument("--loss", type=float, default=0.0,
                    help="TEST OPTION: drop this fraction of data packets on arrival")
+    p.add_argument("--monitor", help="CHAMELEON controller address (unix:<path> or "
+                   "tcp:<host>:<port>): report metrics, take DCQCN parameters at run time")
+    p.add_argument("--monitor-id", help="reporter id (default send-<pid> / recv-<pid>)")
+    p.add_argument("--monitor-periods", type=_periods, default=None, metavar="SHORT,LONG",
+                   help="sample and upload periods, s (default 10 ms, 100 ms x Scale.time)")
     p.add_argument("--seed", type=int, default=0, help="seed of --loss")
     p.set_defaults(func=_recv)

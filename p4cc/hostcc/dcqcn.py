@@ -250,6 +250,28 @@ class DcqcnFlows:
         dec = int(np.where(w.dec_cnp, w.next_dec, NEVER).min(initial=NEVER))
         self._next_change_ns = min(dec, inc)
 
+    def set_params(self, params: DcqcnParams) -> None:
+        """Change the parameters of the running pool in place (CHAMELEON's run-time tuning).
+
+        The lazy α events up to the pool's time are applied with the old α period and gain
+        first, so the change takes effect from now on; timers already scheduled fire at
+        their old times and then run with the new periods (as a NIC register written
+        between two timer events).  The line rate and whether decreases are checked
+        periodically (``decrease_period_s`` None or not) cannot change: ConfigError."""
+        old = self.params
+        if params.line_rate_bps != old.line_rate_bps:
+            raise ConfigError(f"DCQCN parameter line_rate_bps cannot change at run time "
+                              f"({old.line_rate_bps} -> {params.line_rate_bps})")
+        if (params.decrease_period_s is None) != (old.decrease_period_s is None):
+            raise ConfigError("DCQCN parameter decrease_period_s cannot switch between None "
+                              "(cut on each CNP) and a period at run time")
+        materialize(self._w, old)
+        self.params = params
+        fresh = init_state(1, params, 0.0)
+        self._fresh = [np.array([getattr(fresh, nm)[0] for nm in names])[:, None]
+                       for names in BLOCKS]
+        self._update()
+
     def on_cnp(self, t: float, ix: IntArray) -> None:
         """CNPs at ``t`` for the flows ``ix`` (unique indices)."""
         if len(ix):

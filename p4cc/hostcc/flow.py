@@ -54,6 +54,11 @@ class FlowSpec:
     start_s: float = 0.0
     cc: str = "dcqcn"
     port: int = field(default=wire.ROCE_PORT, metadata={"help": "receiver UDP port"})
+    ref: int = field(default=-1, metadata={"help": "the schedule's id of the flow (-1: none)"})
+    after: int = field(
+        default=-1, metadata={"help": "start when the flow with this ref completes "
+                              "(p4cc.hostcc.chain; -1: at start_s)"})
+    stop_s: float = field(default=math.inf, metadata={"help": "never start after this"})
 
     def __post_init__(self) -> None:
         if self.size < 1:

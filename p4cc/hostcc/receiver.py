@@ -74,6 +74,17 @@ class ReceiverConfig:
     )
     seed: int = field(default=0, metadata={"help": "seed of the injected-loss generator"})
     rcvbuf: int = field(default=4 << 20, metadata={"help": "SO_RCVBUF bytes"})
+    # Bounded state under bad input (docs/hostcc.md "Bounded state"): at most max_flows
+    # flows; silent ones expire after flow_idle_s (records of those with data kept, up
+    # to max_records); only a packet that could start a flow creates one: PSN below
+    # max_new_psn (a lost PSN 0 still gets its NAK), 0 < QPN <= max_qpn (senders number
+    # flows 1..n), 0 < message <= max_msg_bytes (WebSearch's largest is 30 MB)
+    max_flows: int = 4096
+    flow_idle_s: float = 30.0
+    max_msg_bytes: int = 1 << 30
+    max_new_psn: int = 4096
+    max_qpn: int = 1 << 20
+    max_records: int = 200_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.port < 65536:
@@ -83,6 +94,8 @@ class ReceiverConfig:
             raise ConfigError("cnp_interval_s and nack_interval_s must be >= 0")
         if not 0.0 <= self.drop_prob < 1.0:
             raise ConfigError(f"drop_prob must be in [0, 1), got {self.drop_prob}")
+        if self.max_flows < 1 or self.flow_idle_s <= 0 or self.max_msg_bytes < 1:
+            raise ConfigError("max_flows and max_msg_bytes must be >= 1, flow_idle_s > 0")
 
 
 @dataclass
@@ -128,6 +141,10 @@ class RxCounters:
     data_bytes: int = 0
     cnps_sent: int = 0
     send_errors: int = 0
+    refused_new: int = 0  # would have created a flow: implausible PSN, QPN or length
+    refused_full: int = 0  # would have created a flow beyond max_flows
+    expired: int = 0  # flows whose state was dropped after flow_idle_s
+    records_dropped: int = 0  # expired flows' records beyond max_records
 
 
 class ReceiverCore:
@@ -136,12 +153,16 @@ class ReceiverCore:
     def __init__(self, cfg: ReceiverConfig) -> None:
         self.cfg = cfg
         self.flows: dict[tuple[str, int, int], RxFlow] = {}
+        self.expired: list[dict[str, Any]] = []  # records of expired flows with data
         self.counters = RxCounters()
         self._rng = random.Random(cfg.seed)
+        self._next_expiry = 0.0
 
     def handle(self, buf: bytes, tos: int, addr: Addr, now: float) -> list[bytes]:
         """Process one datagram (UDP payload) with its IP TOS byte; never raises."""
         self.counters.datagrams += 1
+        if now >= self._next_expiry:
+            self.expire(now)
         try:
             return self._handle(buf, tos, addr, now)
         except wire.WireError as exc:
@@ -185,7 +206,12 @@ class ReceiverCore:
         key = (addr[0], addr[1], bth.qpn)
         flow = self.flows.get(key)
         if flow is None:
-            flow = self.flows[key] = RxFlow(addr[0], addr[1], bth.qpn, first_t=now)
+            flow = self._new_flow(key, bth, msg_len, now)
+            if flow is None:
+                return []
+        elif msg_len != flow.msg_len and flow.msg_len >= 0:
+            self.counters.malformed += 1  # a flow's message length never changes
+            return []
         if self.cfg.drop_prob and self._rng.random() < self.cfg.drop_prob:
             flow.injected_drops += 1
             return []
@@ -232,6 +258,41 @@ class ReceiverCore:
                 out.append(self._ack(flow, complete=flow.complete_t is not None))
         return out
 
+    def _new_flow(self, key: tuple[str, int, int], bth: wire.Bth, msg_len: int,
+                  now: float) -> RxFlow | None:
+        """State for a flow this packet names, or None (counted) if it is implausible
+        or there is no room: garbage must not grow the receiver or draw NAKs."""
+        cfg = self.cfg
+        if not (bth.psn < cfg.max_new_psn and 0 < bth.qpn <= cfg.max_qpn
+                and 0 < msg_len <= cfg.max_msg_bytes):
+            self.counters.refused_new += 1
+            return None
+        if len(self.flows) >= cfg.max_flows:
+            self.expire(now, force=True)
+            if len(self.flows) >= cfg.max_flows:
+                self.counters.refused_full += 1
+                return None
+        flow = self.flows[key] = RxFlow(key[0], key[1], key[2], first_t=now)
+        return flow
+
+    def expire(self, now: float, force: bool = False) -> int:
+        """Drop the state of flows idle for ``flow_idle_s`` (at most once a second
+        unless ``force``); returns how many."""
+        if not force and now < self._next_expiry:
+            return 0
+        self._next_expiry = now + 1.0
+        idle = [k for k, f in self.flows.items()
+                if now - max(f.last_t, f.first_t) >= self.cfg.flow_idle_s]
+        for k in idle:
+            f = self.flows.pop(k)
+            self.counters.expired += 1
+            if f.rx_bytes > 0:
+                if len(self.expired) < self.cfg.max_records:
+                    self.expired.append(f.record())
+                else:
+                    self.counters.records_dropped += 1
+        return len(idle)
+
     def _ack(self, flow: RxFlow, *, nak: bool = False, complete: bool = False) -> bytes:
         flow.acks += 0 if nak else 1
         return wire.encode_ack(
@@ -240,7 +301,7 @@ class ReceiverCore:
         )
 
     def records(self) -> list[dict[str, Any]]:
-        return [f.record() for f in self.flows.values()]
+        return self.expired + [f.record() for f in self.flows.values()]
 
 
 def open_rx_socket(cfg: ReceiverConfig) -> socket.socket:

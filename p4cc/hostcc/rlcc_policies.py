@@ -4,7 +4,8 @@ Every policy maps observations ``obs`` of shape (n, 2) = (δ_t, a_{t−1}) plus 
 state (a tuple of arrays with leading dimension n) to raw actions (n,) and a new state.
 The core (:func:`p4cc.hostcc.rlcc.step`) clips the actions to the configured bounds.
 
-* :class:`ReferencePolicy` — hand-made and recurrent: log a = k_i·δ_t + k_p·(δ_t − δ_{t−1}),
+* :class:`ReferencePolicy` — the PI baseline (``rlcc:pi``), hand-made, not learned:
+  log a = k_i·δ_t + k_p·(δ_t − δ_{t−1}),
   a PI controller on the log rate; a steady δ > 0 raises the rate, δ = 0 (the operating
   point) keeps it, δ < 0 lowers it.
 * :class:`LstmPolicy` — in → 32 → 16 (ReLU) → LSTM 16 → 1 (Tessler et al. §7; NVIDIA
@@ -83,7 +84,7 @@ class ReferencePolicy:
     lowers it; an LSTM can represent the same map (``rlcc_reference.reference_lstm``).
     """
 
-    name = "reference"
+    name = "pi"  # the PI baseline: hand-made, not learned (``rlcc``/``rlcc:pi``)
 
     def __init__(self, ki: float = REF_KI, kp: float = REF_KP,
                  delta_scale: float = REF_DELTA_SCALE) -> None:

@@ -18,7 +18,11 @@ from p4cc.errors import ConfigError
 FloatArray = npt.NDArray[np.float64]
 PolicyState = tuple[FloatArray, ...]
 OBS_DIM = 2
-OUTPUTS = ("identity", "exp")
+OUTPUTS = ("identity", "exp", "bounded")
+#: ``bounded``: u = tanh(y) in (−1, 1) becomes 1 + m·u (u >= 0) or 1/(1 − m·u) (u < 0), a
+#: rate factor in (1/(1+m), 1+m) symmetric in log scale -- the bounded multiplicative
+#: action of ADPG (Tessler et al. §6; NVIDIA RL-CC §3: a ∈ [1/1.2, 1.2], REFERENCE §3).
+BOUNDED_M = 0.2
 
 
 class PolicyLoadError(ConfigError):
@@ -35,7 +39,11 @@ class Policy(Protocol):
 
 
 def apply_output(y: FloatArray, output: str) -> FloatArray:
-    """A model's raw output as an action: ``identity`` or ``exp`` (of a log action)."""
+    """A model's raw output as an action: ``identity``, ``exp`` (of a log action) or
+    ``bounded`` (see :data:`BOUNDED_M`)."""
+    if output == "bounded":
+        u = np.tanh(y)
+        return np.where(u >= 0, 1.0 + BOUNDED_M * u, 1.0 / (1.0 - BOUNDED_M * u))
     return np.exp(np.clip(y, -50.0, 50.0)) if output == "exp" else y
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from p4cc.constants import ECN_ECT0
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
+from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
@@ -87,6 +88,9 @@ class SenderConfig:
                   "controller's ack_interval_s attribute if it has one, as RL-CC does; "
                   "0: off)"})
     trace_interval_s: float = field(default=10e-3, metadata={"help": "trace row period"})
+    completions: str | None = field(
+        default=None, metadata={"help": "file shared by the senders of a run: completed "
+                                "flows' refs, for flows that start ``after`` one"})
     ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
 
     def __post_init__(self) -> None:
@@ -127,6 +131,7 @@ class Sender:
         self._records: list[dict[str, Any]] = []
         self._fct_written: set[int] = set()
         self._txq: dict[int, deque[int]] = {}  # flow id -> PSNs awaiting a TX timestamp
+        self.chain = FlowChain(self.specs, cfg.completions)  # when each flow starts
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> Sender:
@@ -150,10 +155,12 @@ class Sender:
                 return list(self._records)
             recs = [f.record(s.getsockname()[1] if s.fileno() >= 0 else 0, self.t0_epoch)
                     for f, s in self.flows]
+            for r, (f, _s) in zip(recs, self.flows, strict=True):
+                r["ref"] = f.spec.ref
             # flows whose start time never came (deadline/stop) are reported too
             recs += [{"flow_id": None, "dst": sp.dst, "cc": sp.cc, "size": sp.size,
-                      "sched_start_s": sp.start_s, "completed": False}
-                     for sp in self.specs[len(self.flows):]]
+                      "sched_start_s": sp.start_s, "completed": False, "ref": sp.ref}
+                     for sp in self.chain.not_started()]
             return recs
 
     @property
@@ -194,6 +201,7 @@ class Sender:
                     traces.close()
                 for _f, s in self.flows:
                     s.close()
+                self.chain.close()
                 self._done.set()
 
     def _open(self, i: int, spec: FlowSpec) -> socket.socket:
@@ -222,14 +230,13 @@ class Sender:
         cfg = self.cfg
         self.t0 = time.monotonic()
         self.t0_epoch = time.time()
-        pending = list(self.specs)
+        chain = self.chain
         active: list[tuple[Flow, socket.socket, dict[str, float]]] = []
         next_trace = 0.0
         srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
         while not self._stop.is_set():
             t = time.monotonic() - self.t0
-            while pending and pending[0].start_s <= t:
-                spec = pending.pop(0)
+            for spec in chain.due(t):
                 fid = len(self.flows) + 1
                 ctl = self.make_ctl(spec)
                 ack_iv = cfg.ack_interval_s
@@ -245,11 +252,9 @@ class Sender:
                 with self._lock:
                     self.flows.append((flow, sock))
                 active.append((flow, sock, {"next_send": t, "next_probe": t, "rate": rate}))
-            if not pending and not active:
+            if not active and chain.exhausted():
                 break
-            wake = t + 0.005
-            if pending:
-                wake = min(wake, pending[0].start_s)
+            wake = min(t + 0.005, chain.next_start())
             for flow, sock, st in active:
                 self._drain(flow, sock)
                 t = time.monotonic() - self.t0
@@ -284,6 +289,8 @@ class Sender:
             for item in [a for a in active if a[0].done]:
                 active.remove(item)
                 rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)
+                rec["ref"] = item[0].spec.ref
+                chain.completed(item[0].spec, time.monotonic() - self.t0)
                 if fcts is not None:
                     fcts.write(rec)
                     self._fct_written.add(rec["flow_id"])

@@ -22,7 +22,7 @@ TRACE_FIELDS = ("t", "flow_id", "rate_bps", "rtt_s", "max_qdepth", "cnps", "nack
 FCT_FIELDS = ("flow_id", "dst", "sport", "cc", "size", "sched_start_s", "start_s", "end_s",
               "fct_s", "start_epoch", "completed", "bytes_sent", "retx_bytes", "nacks",
               "cnps", "timeouts", "probes", "bad_replies", "unknown_cnps", "srtt_s",
-              "stale_nacks")
+              "stale_nacks", "ref")
 
 
 def _cell(v: Any) -> Any:

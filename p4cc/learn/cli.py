@@ -1,4 +1,5 @@
-"""``p4cc train acc|pet``: train an ECN agent on the simulator (torch: the ``train`` extra).
+"""``p4cc train acc|pet|rlcc``: train an ECN agent or the RL-CC policy on the simulator
+(torch: the ``train`` extra; ``rlcc``: p4cc.learn.rlcc_cli).
 
 Writes ``runs/<name>/``: curves.csv, curves.png, ``<algo>.npz`` (weights for
 ``agents: [acc:<path>]``) and ``<algo>.json`` (command, seed, git commit, config, final
@@ -73,6 +74,10 @@ def _train(args: argparse.Namespace) -> int:
         import torch  # noqa: F401
     except ImportError:
         raise P4ccError("training needs torch: pip install -e '.[train]'") from None
+    if args.algo == "rlcc":  # ADPG on the RL-CC incasts (p4cc.learn.rlcc_adpg)
+        from p4cc.learn import rlcc_cli
+
+        return rlcc_cli.run(args, apply_overrides, config_help)
     module = importlib.import_module(ALGOS[args.algo][0])
     cfg = getattr(module, ALGOS[args.algo][1])()
     env_over = {k: v for k, v in (("topo", args.topo), ("scale", args.scale),
@@ -96,10 +101,11 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("train", help="train the ACC or PET agent on the simulator (torch)",
+    p = sub.add_parser("train", help="train the ACC/PET agent or the RL-CC policy (ADPG) "
+                                     "on the simulator (torch)",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("algo", choices=sorted(ALGOS))
+    p.add_argument("algo", choices=sorted([*ALGOS, "rlcc"]))
     p.add_argument("--steps", type=int, help="offline training intervals")
     p.add_argument("--online", type=int, nargs="?", const=5000, default=0, metavar="STEPS",
                    help="then fine-tune online for STEPS intervals (default 5000)")
@@ -115,4 +121,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", default="runs", help="parent directory of the run")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--help-config", action="store_true", help="list config fields and exit")
+    from p4cc.learn.rlcc_cli import add_args
+
+    add_args(p)
     p.set_defaults(func=_train)

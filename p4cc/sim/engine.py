@@ -198,6 +198,13 @@ class Engine(SlotPool):
     def set_ecn(self, key: PortKey, cfg: EcnConfig | None) -> None:
         self.fabric.set_ecn(key, cfg)
 
+    def set_cnp_interval(self, interval_s: float) -> None:
+        """The receivers' (NP) minimum time between CNPs per flow, from now on."""
+        if not (math.isfinite(interval_s) and interval_s > 0):
+            raise ConfigError(f"CNP interval must be a positive number, got {interval_s!r}")
+        self.cnp_interval = float(interval_s)
+        self._cnp_gap = self.cnp_interval - 1e-12
+
     # -- one step --------------------------------------------------------------------
     def step(self) -> None:
         dt, t0 = self.dt, self.t

@@ -90,7 +90,7 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
                  SimConfig(cc="rlcc", host_traces=False, seed=seed), cc=hook)
     t_end = rtts * sc.base_rtt_s
     eng.run(t_end / 2)  # flows start at line rate: let the start-up transient pass
-    half = eng.delivered.copy()
+    half, lost_half = eng.delivered.copy(), eng.lost.copy()
     infl, k = 0.0, 0
     while eng.t < t_end:
         eng.run(eng.t + sc.base_rtt_s)
@@ -104,7 +104,8 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
             "stagger_rtts": stagger_rtts,
             "jain": jain(thr), "utilization": float(thr.sum() / sc.link_rate_bps),
             "rate_share_mean": float(np.mean(thr) / sc.link_rate_bps), "ideal_share": 1 / n,
-            "rtt_inflation": infl / max(k, 1), "expected_inflation": expected}
+            "rtt_inflation": infl / max(k, 1), "expected_inflation": expected,
+            "lost_bytes": float((eng.lost - lost_half)[act].sum())}
 
 
 def leafspine_websearch(scale: str = "paper", load: float = 0.6, duration_s: float = 2e-3,

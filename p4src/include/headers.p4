@@ -43,8 +43,8 @@ const bit<6> DSCP_INT_SUMMARY = 0x18;      // 8-byte INT summary follows UDP
 /* INT sizes.  The header stack holds at most INT_MAX_HOPS records; the control plane's
  * int_source(max_hops) is clamped to it.  P4 has no loops outside the parser, so the
  * per-hop code is unrolled: INT_FOR_EACH_HOP(M) expands M(0) .. M(INT_MAX_HOPS - 1),
- * and IntEgress.save_for_report lists the records by hand.  Change INT_MAX_HOPS, this
- * list, save_for_report and p4cc.packets.int.INT_MAX_HOPS together;
+ * and IntEgress.save_for_report lists the records by hand: change all three together
+ * (Python's p4cc.constants.INT_MAX_HOPS is read from the compiled stack size);
  * tests/test_dataplane_int_hops.py checks that the sources and the compiled JSON agree. */
 #define INT_MAX_HOPS 8
 #define INT_FOR_EACH_HOP(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)

@@ -59,7 +59,9 @@ def _static(name: str) -> AgentFactory:
 AGENTS: dict[str, AgentFactory | str] = {n.lower(): _static(n) for n in PAPER_SETTINGS}
 _STATIC = frozenset(AGENTS)
 AGENTS.update(acc="p4cc.controlplane.agents.learned:make_acc",  # ACC/PET (docs/learning.md)
-              pet="p4cc.controlplane.agents.learned:make_pet")
+              pet="p4cc.controlplane.agents.learned:make_pet",
+              # one fabric-wide controller, per-switch proxies (docs/chameleon.md)
+              chameleon="p4cc.controlplane.agents.chameleon:make_chameleon")
 
 
 def register_agent(name: str, factory: AgentFactory | str) -> None:

@@ -14,6 +14,7 @@ interrupted run keeps its partial results and leaves no process or interface beh
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,11 @@ from typing import Any
 import pandas as pd
 
 from p4cc.constants import ROCE_PORT
+from p4cc.experiment import chameleon_bmv2
 from p4cc.experiment.backend import Progress, RunSink
 from p4cc.experiment.bmv2 import collect
 from p4cc.experiment.bmv2 import control as ctlmod
+from p4cc.experiment.bmv2 import verdict as verdictmod
 from p4cc.experiment.bmv2.launch import HostProcesses
 from p4cc.experiment.bmv2.limits import (
     INT_SOURCES,
@@ -33,6 +36,7 @@ from p4cc.experiment.bmv2.limits import (
     check_spec,
 )
 from p4cc.experiment.bmv2.links import LinkFailures
+from p4cc.experiment.bmv2.procmon import SwitchSampler
 from p4cc.experiment.bmv2.records import RecordQueues
 from p4cc.experiment.session import FabricSession, SessionConfig
 from p4cc.experiment.spec import ExperimentSpec
@@ -49,11 +53,15 @@ UDP_PROTO = 17
 class Bmv2Backend:
     name = "bmv2"
 
-    def __init__(self, bmv2_log: bool = False, pcap: bool = False) -> None:
+    def __init__(self, bmv2_log: bool = False, pcap: bool = False,
+                 within_budget: bool = True) -> None:
         self.bmv2_log, self.pcap = bmv2_log, pcap  # BMv2 debug output (slow)
+        #: False only to demonstrate what the budget prevents (tests): the run's
+        #: fidelity verdict then says whether the emulation kept up
+        self.within_budget = within_budget
 
     def check(self, spec: ExperimentSpec) -> None:
-        check_spec(spec)
+        check_spec(spec, self.within_budget)
 
     def run(self, spec: ExperimentSpec, schedule: pd.DataFrame, link_events: pd.DataFrame,
             agent_name: str, sink: RunSink, progress: Progress) -> None:
@@ -83,6 +91,8 @@ class _Run:
         self.session: FabricSession | None = None
         self.hosts: HostProcesses | None = None
         self.collectors: list[Any] = []
+        self.sampler: SwitchSampler | None = None
+        self.chameleon: chameleon_bmv2.Bmv2Chameleon | None = None
         self.t0_mono = 0.0
         self.t0_epoch = 0.0
 
@@ -94,21 +104,34 @@ class _Run:
     def play(self) -> None:
         try:
             self._start_fabric()
-            self._open_session()
+            # CHAMELEON: one controller beside the session (None for per-switch agents)
+            self.chameleon = chameleon_bmv2.for_bmv2(self.agent_name, self.topo)
+            with chameleon_bmv2.links(self.chameleon):
+                self._open_session()
             self.hosts = HostProcesses(self.fabric, self.spec, self.topo, self.schedule,
                                        self.hosts_dir, self.sink.log)
+            if self.chameleon is not None:
+                self.hosts.extra_args = self.chameleon.host_args
             self.t0_epoch, self.t0_mono = self.hosts.start()
             self._start_control_at_t0()
+            if self.chameleon is not None:
+                self.chameleon.begin(self.t0_mono)
             self._main_loop()
         finally:
             with ctlmod.signals_deferred():
                 self._teardown()
+                if self.chameleon is not None:
+                    self.chameleon.stop(self.sink)
 
     def _start_fabric(self) -> None:
         from p4cc.topo.build import Fabric, FabricOptions
 
         self.sink.log(f"bmv2: starting fabric {self.topo.name} ({len(self.topo.switches)} "
                       f"switches, {len(self.topo.hosts)} hosts)")
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+        if load > cores:  # other sessions' work competes with the emulation
+            self.sink.log(f"bmv2: machine busy before the run (load {load:.1f} on {cores} "
+                          f"cores): the fidelity verdict may mark this run unfaithful")
         self.fabric = Fabric(self.topo, FabricOptions(
             out_dir=self.root / "switches", bmv2_log=self.backend.bmv2_log,
             pcap=self.backend.pcap))
@@ -122,7 +145,7 @@ class _Run:
             self.fabric, SessionConfig(interval_s=float(self.spec.interval_s),
                                        agent=self.agent_name, history=False),
             on_telemetry=self.records.telemetry, on_action=self.records.actions,
-            clock=time.monotonic)
+            on_poll=self.records.poll, clock=time.monotonic)
         self.session.open()
         for line in ctlmod.prioritise_switches(self.fabric, self.topo, SWITCH_NICE):
             self.sink.log(line)
@@ -155,6 +178,8 @@ class _Run:
         for col in self.collectors:
             col.start()
         self.session.start(self.t0_mono)
+        self.sampler = verdictmod.sampler(self.fabric, self.session, self.now,
+                                          self.records.switch_cpu).start()
 
     def _main_loop(self) -> None:
         assert self.hosts is not None and self.session is not None
@@ -182,6 +207,8 @@ class _Run:
         problems: list[str] = []
         if self.session is not None:
             self.session.stop()  # loops first: they write to the switches
+        if self.sampler is not None:
+            self.sampler.stop()
         for col in self.collectors:
             col.stop()
         if self.hosts is not None:
@@ -195,6 +222,11 @@ class _Run:
         if self.session is not None:
             for name, stats in self.session.stats().items():
                 self.sink.table("loop_stats", [{"switch": name, **vars(stats)}])
+            try:
+                if self.t0_epoch:
+                    self._judge()
+            except Exception as exc:  # a verdict bug must not lose the run's data
+                problems.append(f"fidelity verdict: {type(exc).__name__}: {exc}")
         self.links.restore_all()
         if self.fabric is not None:
             self.fabric.stop()
@@ -204,6 +236,16 @@ class _Run:
         for p in problems:
             self.sink.log(f"bmv2 teardown: {p}")
             log.warning("bmv2 teardown: %s", p)
+
+    def _judge(self) -> None:
+        assert self.session is not None
+        v = verdictmod.judge(self.spec, self.topo, self.session, self.records,
+                             self.hosts_dir, list(self.hosts.senders) if self.hosts else [])
+        v.write(self.root)
+        self.sink.log(f"bmv2: fidelity {v.summary()}")
+        if not v.faithful:
+            log.warning("bmv2 run %s: %s (fidelity.csv lists the intervals)", self.root,
+                        v.summary())
 
     def _stop_hosts(self, hosts: HostProcesses) -> list[str]:
         problems = hosts.save_qdisc_stats()

@@ -24,6 +24,21 @@ def _payload(topo: TopoSpec) -> int:
     return max(1, topo.scale.pkt_bytes - data_overhead())
 
 
+def _started_order(fct: Sequence[Mapping[str, str]], ids: Sequence[int]) -> list[int]:
+    """Schedule ids by the sender's local flow number (1..n in the order the flows
+    started).  Senders record each flow's ``ref`` (its schedule id): flows that start
+    ``after`` another do not start in schedule order.  Without refs (older senders),
+    the schedule's order."""
+    by_local: dict[int, int] = {}
+    for r in fct:
+        local, ref = int(hp.num(r.get("flow_id"), 0)), int(hp.num(r.get("ref"), -1))
+        if local >= 1 and ref >= 0:
+            by_local[local] = ref
+    if not by_local:
+        return [int(x) for x in ids]
+    return [by_local.get(k, -1) for k in range(1, max(by_local) + 1)]
+
+
 def sender_records(schedule: pd.DataFrame, senders: Mapping[str, Sequence[int]],
                    hosts_dir: Path, topo: TopoSpec, t0_epoch: float
                    ) -> tuple[list[dict[str, Any]], list[Iterator[dict[str, Any]]]]:
@@ -42,11 +57,15 @@ def sender_records(schedule: pd.DataFrame, senders: Mapping[str, Sequence[int]],
         send_dir = hosts_dir / h / "send"
         src_ip = topo.host(h).ip
         offset: float | None = None
-        for r in hp.read_csv(send_dir / "fct.csv"):
+        fct = hp.read_csv(send_dir / "fct.csv")
+        ids = _started_order(fct, ids)
+        for r in fct:
             local = int(hp.num(r.get("flow_id"), 0))
             if not 1 <= local <= len(ids):
                 continue  # a flow whose start time never came
             fid = int(ids[local - 1])
+            if fid not in sched:
+                continue
             s = sched[fid]
             start_epoch = hp.num(r.get("start_epoch"))
             start = start_epoch - t0_epoch

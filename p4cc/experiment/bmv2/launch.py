@@ -21,8 +21,10 @@ from typing import Any
 import pandas as pd
 
 from p4cc.experiment.bmv2 import hosts as hp
+from p4cc.experiment.bmv2.control import set_autogroup_nice
 from p4cc.experiment.bmv2.limits import (
     GO_LEAD_S,
+    HOST_NICE,
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
     probe_interval_s,
@@ -38,6 +40,10 @@ SENDER_DEADLINE_SLACK_S = 30.0
 #: shortest bulk client: iperf3 reports once per ``-i`` (1 s, traffic.iperf), so a
 #: shorter client would report nothing
 MIN_BULK_S = 1.0
+
+
+def _nan(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _tail(p: hp.HostProc) -> str:
@@ -58,6 +64,8 @@ class HostProcesses:
         self.senders: dict[str, list[int]] = {}  # host -> schedule flow ids in start order
         self.sender_procs: dict[str, hp.HostProc] = {}
         self.bulk: list[hp.HostProc] = []  # iperf3 clients
+        #: (host, role) -> more options of ``p4cc host <role>`` (CHAMELEON's --monitor)
+        self.extra_args: Callable[[str, str], list[str]] = lambda host, role: []
 
     def _spawn(self, host: str, role: str, argv: list[str], log_name: str,
                **meta: Any) -> hp.HostProc:
@@ -79,6 +87,11 @@ class HostProcesses:
                 if not p.alive() or time.monotonic() > deadline:
                     raise hp.HostsError(f"sender in {p.host} did not get ready: {_tail(p)}")
                 time.sleep(hp.LISTEN_POLL_S)  # poll interval of the readiness condition
+        # each runs in its own session (mnexec -d): raise its scheduler group (limits.
+        # HOST_NICE).  Only now: right after the spawn mnexec may not have called setsid
+        # yet, and the write would land on the runner's own group
+        for p in self.procs:
+            set_autogroup_nice(p.pid, HOST_NICE)
         t0_epoch = time.time() + GO_LEAD_S
         t0_mono = time.monotonic() + GO_LEAD_S
         hp.write_go(self.hosts_dir / "go", t0_epoch)
@@ -92,7 +105,8 @@ class HostProcesses:
                       key=lambda h: self.topo.hosts.index(self.topo.host(h)))
         receivers = [self._spawn(h, "recv", [sys.executable, "-m", "p4cc", "host", "recv",
                                              "--scale", scale, "--out",
-                                             str(self.hosts_dir / h / "recv")], "recv.log")
+                                             str(self.hosts_dir / h / "recv"),
+                                             *self.extra_args(h, "recv")], "recv.log")
                      for h in dsts]
         for p in receivers:
             if not hp.wait_for_text(p.log_path, '"listening"', deadline, [p]):
@@ -110,7 +124,10 @@ class HostProcesses:
             d = self.hosts_dir / h
             flows: list[dict[str, Any]] = [
                 {"dst": self.topo.host(str(r["dst"])).ip, "size": int(r["size_bytes"]),
-                 "start_s": float(r["start_s"]), "cc": cc} for r in rows.to_dict("records")]
+                 "start_s": float(r["start_s"]), "cc": cc, "ref": int(r["flow_id"]),
+                 "after": int(r.get("after", -1)),
+                 "stop_s": None if _nan(r.get("stop_s")) else float(r["stop_s"])}
+                for r in rows.to_dict("records")]
             d.mkdir(parents=True, exist_ok=True)
             (d / "schedule.json").write_text(json.dumps(flows))
             self.senders[h] = [int(x) for x in rows["flow_id"]]
@@ -121,8 +138,10 @@ class HostProcesses:
                     "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
                     str(d / "schedule.json"), "--cc", cc, "--scale", scale.name,
                     "--dev", f"{h}-eth0", "--out", str(d / "send"),
-                    "--probe-interval", f"{probe:g}", "--deadline",
-                    f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}"]
+                    "--probe-interval", f"{probe:g}",
+                    "--completions", str(self.hosts_dir / "completions"), "--deadline",
+                    f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
+                    *self.extra_args(h, "send")]
             p = self._spawn(h, "send", argv, "send.log")
             self.sender_procs[h] = p
             ready.append((p, d / "ready"))

@@ -1,0 +1,353 @@
+"""Was this BMv2 run a faithful emulation?  Network invariants checked per interval.
+
+Mininet-HiFi (Handigol et al., "Reproducible network experiments using container-based
+emulation", CoNEXT 2012, §3.3) monitors invariants during every run -- e.g. that a busy
+link dequeues packets at its configured rate -- and flags a run whose emulation fell
+behind instead of reporting it.  This module does that for a p4cc BMv2 run, from what
+the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
+
+``port_rate``   a port with a standing queue (mean enqueue depth >= ``standing_pkts``)
+                sent ``tx_pkts / interval`` within ``port_rate`` of its configured
+                packets/s (BMv2's queue rate, REFERENCE §1).  Below: the switch fell
+                behind; above: the interval's timing is wrong (reads far apart).
+``byte_rate``   the same port's bytes per packet served within ``byte_rate`` of
+                ``Scale.pkt_bytes``: BMv2 serves packets/s, so a link is only ``rate``
+                for packets of that size; at its packet rate a port serving a mix of
+                larger or smaller packets serves a byte rate other than the link's.
+``switch_cpu``  each switch process's threads waited on a run queue (schedstat run
+                delay, summed over threads) at most ``switch_wait`` packet times (of its
+                fastest port) per packet it received, per sampling window: a switch that
+                wants the CPU and does not get it falls behind.
+``switch_backlog`` packets the kernel delivered to the switch's interfaces but the
+                pipeline has not processed (kernel rx - (sent + dropped + queued)),
+                at most ``backlog_s`` of the switch's configured packet rate.
+``host_rate``   per sender host and window, what its flows sent (trace ``bytes_sent``)
+                is at least ``1 - host_rate`` of what their CC asked for (trace
+                ``rate_bps``, capped at the host's NIC rate); only windows in which the
+                host had flows running throughout.
+``poll``        every telemetry poll started within ``poll_late`` of Δt after its
+                deadline and read its counters and registers within ``read_span`` of Δt.
+
+A check fails when more than ``allowed`` of the intervals it checked violate it (a
+single preemption is tolerated, a pattern is not); the run is faithful when no check
+fails.  The tolerances are stated in ``Tolerances`` and stored with the verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+CHECKS = ("port_rate", "byte_rate", "switch_cpu", "switch_backlog", "host_rate", "poll")
+#: violations kept in fidelity.json (all of them go to fidelity.csv)
+JSON_VIOLATIONS = 50
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    # 10 %: a saturated 10 Mb/s port served 0.963-0.975 of nominal on a loaded 2-core
+    # machine (docs/emulation.md "Calibrated utilisation"); 10 % leaves room for that
+    port_rate: float = 0.10
+    byte_rate: float = 0.10
+    standing_pkts: float = 8.0  # mean enqueue depth that counts as a standing queue
+    # run-queue wait of the switch's threads per packet it received, in packet times of
+    # its fastest port (1/pps): BMv2 hands each packet from thread to thread (ingress,
+    # egress, transmit), so it waits some even when it keeps up -- 0.5-0.8 packet times
+    # measured on a light, faithful run at load 12 -- but a switch whose threads wait
+    # longer than a packet time per packet cannot hold the queue rate (9 packet times
+    # when a starved switch served 337 of 1250 pps)
+    switch_wait: float = 1.0
+    switch_idle_pps: float = 50.0  # below this the switch is idle: not judged
+    backlog_s: float = 0.05  # unprocessed ingress, in seconds of the switch's packet rate
+    backlog_min_pkts: float = 50.0  # floor (IPv6/ARP noise, interpolation of counters)
+    host_rate: float = 0.30  # go-back-N rewinds and flow ends make hosts send less
+    host_window_s: float = 1.0
+    poll_late: float = 0.5  # of Δt
+    read_span: float = 0.2  # of Δt
+    allowed: float = 0.02  # fraction of checked intervals that may violate a check
+
+
+@dataclass
+class Verdict:
+    faithful: bool
+    checks: dict[str, dict[str, Any]]
+    violations: pd.DataFrame  # t_s, interval_s, check, where, reason
+    tolerances: Tolerances = field(default_factory=Tolerances)
+
+    def summary(self) -> str:
+        if self.faithful:
+            return "faithful"
+        bad = [f"{k} ({c['violations']}/{c['checked']})" for k, c in self.checks.items()
+               if not c["ok"]]
+        return "UNFAITHFUL: " + ", ".join(bad)
+
+    def to_json(self) -> dict[str, Any]:
+        v = self.violations.head(JSON_VIOLATIONS)
+        return {"faithful": self.faithful, "summary": self.summary(), "checks": self.checks,
+                "tolerances": asdict(self.tolerances),
+                "violations": v.to_dict("records"),
+                "violations_total": len(self.violations)}
+
+    def write(self, run_dir: Path) -> None:
+        (run_dir / "fidelity.json").write_text(json.dumps(self.to_json(), indent=1,
+                                                          default=float))
+        self.violations.to_csv(run_dir / "fidelity.csv", index=False)
+
+
+VIOLATION_COLUMNS = ["t_s", "interval_s", "check", "where", "reason"]
+
+
+def _viol(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=VIOLATION_COLUMNS)
+
+
+# -- checks (each returns (checked intervals, violation rows)) -------------------------
+def port_checks(tele: pd.DataFrame, port_rate_bps: Mapping[tuple[str, int], float],
+                pkt_bytes: int, tol: Tolerances) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+    """``port_rate`` and ``byte_rate`` over the telemetry table."""
+    out: dict[str, tuple[int, list[dict[str, Any]]]] = {"port_rate": (0, []),
+                                                        "byte_rate": (0, [])}
+    if tele.empty:
+        return out
+    pr, br = [], []
+    checked = 0
+    r: Any
+    for r in tele.itertuples(index=False):
+        rate = port_rate_bps.get((str(r.switch), int(r.port)), 0.0)
+        iv = float(r.interval_s)
+        depth = float(r.qlen_avg_bytes) / pkt_bytes
+        if rate <= 0 or iv <= 0 or depth < tol.standing_pkts:
+            continue
+        checked += 1
+        pps = rate / (8.0 * pkt_bytes)
+        served = float(r.tx_pkts) / iv
+        where = f"{r.switch}:{int(r.port)}"
+        if abs(served / pps - 1) > tol.port_rate:
+            pr.append({"t_s": float(r.t_s), "interval_s": iv, "check": "port_rate",
+                       "where": where,
+                       "reason": f"served {served:.0f} pps of the configured {pps:.0f} "
+                                 f"({100 * (served / pps - 1):+.1f} %) with a standing queue "
+                                 f"(mean {depth:.0f} pkts)"})
+        # bytes at the served packet rate: the packet mix, separately from the pps check
+        # (a port short of packets/s is short of bytes/s too; that is reported once)
+        bps = float(r.tx_bps)
+        mean_pkt = bps / 8.0 / served if served > 0 else float(pkt_bytes)
+        if abs(mean_pkt / pkt_bytes - 1) > tol.byte_rate:
+            at_rate = pps * mean_pkt * 8.0
+            br.append({"t_s": float(r.t_s), "interval_s": iv, "check": "byte_rate",
+                       "where": where,
+                       "reason": f"served {bps / 1e6:.2f} Mb/s on a {rate / 1e6:g} Mb/s link: "
+                                 f"mean packet {mean_pkt:.0f} B, the rate assumes {pkt_bytes} "
+                                 f"B, so at its packet rate the port serves "
+                                 f"{at_rate / 1e6:.2f} Mb/s "
+                                 f"({100 * (at_rate / rate - 1):+.1f} %)"})
+    return {"port_rate": (checked, pr), "byte_rate": (checked, br)}
+
+
+def switch_cpu_check(cpu: pd.DataFrame, port_pps: Mapping[str, float],
+                     tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
+    """Run-queue wait of each switch per packet, per sampling window (``cpu``: t_s,
+    switch, cpu_s, wait_s, rx_pkts cumulative; ``port_pps``: its fastest port's rate)."""
+    rows: list[dict[str, Any]] = []
+    checked = 0
+    if cpu.empty or "rx_pkts" not in cpu:
+        return 0, rows
+    for sw, g in cpu.sort_values("t_s").groupby("switch", sort=True):
+        t, w, c, n = (g[k].to_numpy(float) for k in ("t_s", "wait_s", "cpu_s", "rx_pkts"))
+        pkt_time = 1.0 / port_pps.get(str(sw), 1.0)
+        for i in range(1, len(t)):
+            dt, pkts = t[i] - t[i - 1], n[i] - n[i - 1]
+            if dt <= 0 or pkts < tol.switch_idle_pps * dt:
+                continue
+            checked += 1
+            per_pkt = (w[i] - w[i - 1]) / pkts
+            if per_pkt > tol.switch_wait * pkt_time:
+                rows.append({"t_s": t[i], "interval_s": dt, "check": "switch_cpu",
+                             "where": str(sw),
+                             "reason": f"threads waited {per_pkt * 1e3:.2f} ms for a CPU per "
+                                       f"packet ({(w[i] - w[i - 1]) / dt:.2f} s/s; a packet "
+                                       f"time is {pkt_time * 1e3:.2f} ms; the switch ran "
+                                       f"{(c[i] - c[i - 1]) / dt:.2f} CPU-s/s)"})
+    return checked, rows
+
+
+def backlog_check(tele: pd.DataFrame, cpu: pd.DataFrame, switch_pps: Mapping[str, float],
+                  pkt_bytes: int, tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
+    """Kernel rx on the switch's interfaces (``cpu.rx_pkts``, cumulative) against what
+    the pipeline accounted for (telemetry tx + drops, cumulative, + what is queued)."""
+    rows: list[dict[str, Any]] = []
+    checked = 0
+    if tele.empty or cpu.empty or "rx_pkts" not in cpu:
+        return 0, rows
+    for sw, g in tele.groupby("switch", sort=True):
+        c = cpu[cpu["switch"] == sw].sort_values("t_s")
+        if len(c) < 2:
+            continue
+        per_t = g.groupby("t_s").agg(done=("tx_pkts", "sum"), drops=("drops_pkts", "sum"),
+                                      q=("qlen_avg_bytes", "sum")).sort_index()
+        t = per_t.index.to_numpy(float)
+        inside = (t >= c["t_s"].iloc[0]) & (t <= c["t_s"].iloc[-1])
+        if inside.sum() < 2:
+            continue
+        done = np.cumsum((per_t["done"] + per_t["drops"]).to_numpy(float))
+        rx = np.interp(t, c["t_s"].to_numpy(float), c["rx_pkts"].to_numpy(float))
+        queued = per_t["q"].to_numpy(float) / pkt_bytes
+        first = int(np.argmax(inside))
+        backlog = (rx - rx[first]) - (done - done[first]) - (queued - queued[first])
+        limit = max(tol.backlog_min_pkts, tol.backlog_s * switch_pps.get(str(sw), 0.0))
+        for i in np.nonzero(inside)[0][1:]:
+            checked += 1
+            if backlog[i] > limit:
+                rows.append({"t_s": t[i], "interval_s": t[i] - t[i - 1],
+                             "check": "switch_backlog", "where": str(sw),
+                             "reason": f"{backlog[i]:.0f} packets received by the kernel "
+                                       f"but not processed (limit {limit:.0f})"})
+    return checked, rows
+
+
+def host_rate_check(traces: pd.DataFrame, nic_bps: Mapping[str, float], frame_over_payload:
+                    float, tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
+    """``traces``: t_s, host, flow_id, rate_bps, bytes_sent (cumulative per flow)."""
+    rows: list[dict[str, Any]] = []
+    checked = 0
+    if traces.empty:
+        return 0, rows
+    w = tol.host_window_s
+    for host, g in traces.groupby("host", sort=True):
+        span = g.groupby("flow_id")["t_s"].agg(["min", "max"])
+        t_end = float(g["t_s"].max())
+        t = math.floor(float(g["t_s"].min()) / w) * w
+        while t + w <= t_end:
+            live = span[(span["min"] <= t) & (span["max"] >= t + w)].index
+            if "npkts" in g:  # only flows that had data to send all window long
+                busy = g[(g["t_s"] >= t) & (g["t_s"] <= t + w)].groupby("flow_id")
+                short = busy["snd_nxt"].max() < busy["npkts"].max()
+                live = live.intersection(short[short].index)
+            if len(live):
+                sel = g[g["flow_id"].isin(live) & (g["t_s"] >= t) & (g["t_s"] <= t + w)]
+                by = sel.groupby("flow_id")
+                sent = float((by["bytes_sent"].max() - by["bytes_sent"].min()).sum())
+                sent_bps = sent * 8.0 * frame_over_payload / w
+                asked = float(by["rate_bps"].mean().sum())
+                cap = nic_bps.get(str(host), 0.0)
+                asked = min(asked, cap) if cap > 0 else asked
+                checked += 1
+                if asked > 0 and sent_bps < (1 - tol.host_rate) * asked:
+                    rows.append({"t_s": t + w, "interval_s": w, "check": "host_rate",
+                                 "where": str(host),
+                                 "reason": f"{len(live)} flows sent {sent_bps / 1e6:.2f} Mb/s "
+                                           f"of the {asked / 1e6:.2f} Mb/s their CC asked"})
+            t += w
+    return checked, rows
+
+
+def poll_check(polls: pd.DataFrame, interval_s: float,
+               tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
+    """``polls``: switch, deadline_s, start_s, end_s, read_span_s (run clock)."""
+    rows: list[dict[str, Any]] = []
+    if polls.empty:
+        return 0, rows
+    r: Any
+    for r in polls.itertuples(index=False):
+        late = float(r.start_s) - float(r.deadline_s)
+        span = float(r.read_span_s)
+        why = []
+        if late > tol.poll_late * interval_s:
+            why.append(f"started {late * 1e3:.0f} ms after its deadline")
+        if span > tol.read_span * interval_s:
+            why.append(f"counters and registers read {span * 1e3:.0f} ms apart")
+        if why:
+            rows.append({"t_s": float(r.end_s), "interval_s": interval_s, "check": "poll",
+                         "where": str(r.switch),
+                         "reason": "; ".join(why) + f" (Δt {interval_s * 1e3:.0f} ms)"})
+    return len(polls), rows
+
+
+def verdict(results: Mapping[str, tuple[int, list[dict[str, Any]]]],
+            tol: Tolerances | None = None) -> Verdict:
+    tol = tol or Tolerances()
+    checks: dict[str, dict[str, Any]] = {}
+    allrows: list[dict[str, Any]] = []
+    for name in CHECKS:
+        checked, rows = results.get(name, (0, []))
+        frac = len(rows) / checked if checked else 0.0
+        checks[name] = {"checked": checked, "violations": len(rows),
+                        "fraction": round(frac, 4), "ok": frac <= tol.allowed}
+        allrows += rows
+    v = _viol(allrows).sort_values(["t_s", "check"], kind="stable").reset_index(drop=True)
+    return Verdict(all(c["ok"] for c in checks.values()), checks, v, tol)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the checks need to know about the run (from its topology and scale)."""
+
+    port_rate_bps: Mapping[tuple[str, int], float]
+    pkt_bytes: int
+    interval_s: float
+    nic_bps: Mapping[str, float]
+    frame_over_payload: float = 1.0
+
+    @property
+    def port_pps(self) -> dict[str, float]:
+        """Each switch's fastest port, packets/s."""
+        out: dict[str, float] = {}
+        for (sw, _p), rate in self.port_rate_bps.items():
+            out[sw] = max(out.get(sw, 0.0), rate / (8.0 * self.pkt_bytes))
+        return out
+
+    @property
+    def switch_pps(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for (sw, _p), rate in self.port_rate_bps.items():
+            out[sw] = out.get(sw, 0.0) + rate / (8.0 * self.pkt_bytes)
+        return out
+
+
+def evaluate(facts: RunFacts, tele: pd.DataFrame, cpu: pd.DataFrame, polls: pd.DataFrame,
+             traces: pd.DataFrame, tol: Tolerances | None = None) -> Verdict:
+    tol = tol or Tolerances()
+    res = port_checks(tele, facts.port_rate_bps, facts.pkt_bytes, tol)
+    res["switch_cpu"] = switch_cpu_check(cpu, facts.port_pps, tol)
+    res["switch_backlog"] = backlog_check(tele, cpu, facts.switch_pps, facts.pkt_bytes, tol)
+    res["host_rate"] = host_rate_check(traces, facts.nic_bps, facts.frame_over_payload, tol)
+    res["poll"] = poll_check(polls, facts.interval_s, tol)
+    return verdict(res, tol)
+
+
+def _packets(fct: Path, payload: int) -> dict[int, int]:
+    """Local flow id -> packets of the flow, from a sender's fct.csv."""
+    try:
+        df = pd.read_csv(fct, usecols=["flow_id", "size"]).dropna()
+    except (OSError, ValueError, pd.errors.EmptyDataError):
+        return {}
+    return {int(f): math.ceil(int(s) / payload) for f, s in zip(df["flow_id"], df["size"],
+                                                              strict=True)}
+
+
+def read_traces(hosts_dir: Path, hosts: Sequence[str], payload: int = 1) -> pd.DataFrame:
+    """Every sender's trace.csv as one table (t_s on the sender's clock: windows only
+    need one clock per host)."""
+    frames = []
+    for h in hosts:
+        path = hosts_dir / h / "send" / "trace.csv"
+        try:
+            df = pd.read_csv(path, usecols=["t", "flow_id", "rate_bps", "bytes_sent",
+                                            "snd_nxt"])
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            continue
+        df = df.rename(columns={"t": "t_s"}).assign(host=h)
+        npkts = _packets(hosts_dir / h / "send" / "fct.csv", payload)
+        if npkts:
+            df["npkts"] = df["flow_id"].map(npkts)
+        frames.append(df)
+    if not frames:
+        return pd.DataFrame(columns=["t_s", "host", "flow_id", "rate_bps", "bytes_sent"])
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,317 @@
+"""CHAMELEON's fabric-wide controller and how each backend runs it (docs/chameleon.md).
+
+ONE controller per fabric: :class:`ChameleonController` keeps the monitor's reporters
+(p4cc.chameleon.server.MonitorState: hosts and switches, expiry by deadline), turns the
+hosts' reports into the objective (average receive throughput per host / line rate)
+every long period, steps the greedy tuner (p4cc.chameleon.tuner) and produces ONE
+settings message for every host (DCQCN RP parameters, the NP's CNP interval) and every
+switch (Kmin, Kmax, Pmax): dispatched together.  The per-switch Agent protocol is kept by
+proxies (p4cc.controlplane.agents.chameleon: the agent ``chameleon``) that report their
+switch's statistics and return the controller's ECN setting.
+
+* ``sim`` (:class:`SimChameleon`): the simulator is one process, stepped by one thread;
+  its hosts and switch proxies talk to the controller in process (:class:`DirectLink`,
+  the same wire format, encoded and decoded), so a run stays deterministic.  Each long
+  period the new host parameters go into the simulator's DCQCN hook
+  (DcqcnFlows.set_params) and the CNP interval into the engine, and the proxies return
+  the new thresholds in the same interval.
+* ``bmv2`` (p4cc.experiment.chameleon_bmv2): a real listener (a Unix socket) beside
+  the FabricSession; the ``p4cc host send/recv`` processes and the switch proxies in the
+  session's loops connect to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from p4cc.chameleon import space
+from p4cc.chameleon.client import ReportBuilder
+from p4cc.chameleon.server import MonitorState
+from p4cc.chameleon.stats import Counter, Periods
+from p4cc.chameleon.tuner import GreedyTuner, Knob, TunerConfig
+from p4cc.chameleon.wire import Message, encode
+from p4cc.controlplane.agents.chameleon import controller_links
+from p4cc.controlplane.ecn import static_setting
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.errors import ConfigError
+from p4cc.hostcc.dcqcn import dcqcn_params
+from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
+from p4cc.scale import Scale
+from p4cc.topo.spec import TopoSpec
+
+AGENT = "chameleon"
+
+
+def default_settings(scale: Scale, host_set: str = "nvidia",
+                     ecn: str = "VENDOR") -> dict[str, float]:
+    """A full setting: a DCQCN parameter set's tunable values (default: the NIC vendor's,
+    NVIDIA), the NP's CNP interval (NVIDIA's 4 µs) and a static ECN setting (VENDOR),
+    all at ``scale``."""
+    p = dcqcn_params(host_set, scale.link_rate_bps, scale)
+    e = static_setting(ecn, scale)
+    out = {k: float(getattr(p, k)) for k in space.HOST_PARAMS}
+    out.update(cnp_interval_s=scale.time(DEFAULT_CNP_INTERVAL_S),
+               kmin_bytes=float(e.kmin_bytes), kmax_bytes=float(e.kmax_bytes), pmax=e.pmax)
+    return out
+
+
+def knobs(scale: Scale, initial: Mapping[str, float],
+          names: tuple[str, ...] = space.NAMES) -> list[Knob]:
+    """Tuner knobs for ``names`` starting at ``initial`` (clamped into range)."""
+    out = []
+    for nm in names:
+        d = space.BY_NAME[nm]
+        lo, hi = d.bounds(scale)
+        v = min(hi, max(lo, float(initial[nm])))
+        if d.log:
+            lo = max(lo, 1e-300)
+            out.append(Knob(nm, math.log2(max(v, lo)), math.log2(lo), math.log2(hi), d.step,
+                            log=True))
+        else:
+            out.append(Knob(nm, v, lo, hi, d.step))
+    return out
+
+
+@dataclass(frozen=True)
+class ChameleonConfig:
+    tuner: TunerConfig = field(default_factory=TunerConfig)
+    long_period_s: float | None = None  # None: 100 ms paper time, scaled
+    short_period_s: float | None = None  # None: 10 ms paper time, scaled (sim: Δt)
+    expiry_periods: float = 3.0  # a reporter silent this many long periods is dropped
+    params: tuple[str, ...] = space.NAMES  # tuned, in this order
+    initial: str = "nvidia"  # DCQCN parameter set to start from (with VENDOR ECN)
+
+    def periods(self, scale: Scale) -> Periods:
+        p = Periods.for_scale(scale)
+        return Periods(self.short_period_s or p.short_s, self.long_period_s or p.long_s)
+
+
+class ChameleonController:
+    """The fabric-wide controller, without I/O: reports in, settings out."""
+
+    def __init__(self, scale: Scale, config: ChameleonConfig | None = None,
+                 clock: Any = None, state: MonitorState | None = None) -> None:
+        self.scale, self.config = scale, config or ChameleonConfig()
+        self.periods = self.config.periods(scale)
+        kw = {"clock": clock} if clock is not None else {}
+        self.state = state or MonitorState(self.expiry_s, **kw)
+        self.settings = default_settings(scale, self.config.initial)
+        self.tuner = GreedyTuner(knobs(scale, self.settings, self.config.params),
+                                 self.config.tuner)
+        self.round = 0
+        self.rows: list[dict[str, Any]] = []  # one per round (the run's chameleon table)
+
+    @property
+    def expiry_s(self) -> float:
+        return self.config.expiry_periods * self.periods.long_s
+
+    def objective(self) -> float | None:
+        """Average receive throughput per reporting host / line rate, times the hosts'
+        mean Jain index of their flows' goodputs when they report one (the tail of an
+        all-to-all is set by its slowest flows); None before any host reported."""
+        hosts = self.state.live("host").values()
+        thr = _means(hosts, "rx_bps")
+        if not thr:
+            return None
+        jain = _means(hosts, "flow_jain")
+        return float(np.mean(thr)) / self.scale.link_rate_bps * (
+            float(np.mean(jain)) if jain else 1.0)
+
+    def decide(self, t: float) -> Message | None:
+        """One long period: step the tuner on the objective; the settings to dispatch to
+        every host and switch, or None (no report yet, or the tuner has stopped)."""
+        m = self.objective()
+        if m is None or self.tuner.done:
+            return None
+        param = self.tuner.param
+        new = self.tuner.step(m)
+        self.rows.append({"t_s": t, "round": self.round, "metric": m, "param": param,
+                          "done": self.tuner.done, "hosts": len(self.state.live("host")),
+                          "switches": len(self.state.live("switch")), **self.settings})
+        if new is None:
+            return None
+        self.settings.update(new)
+        self.round += 1
+        if self.tuner.done:  # the final setting, in force from now on
+            self.rows.append({"t_s": t, "round": self.round, "metric": math.nan,
+                              "param": "final", "done": True, "hosts": 0, "switches": 0,
+                              **self.settings})
+        return self.message()
+
+    def message(self) -> Message:
+        return Message("settings", "controller", round=self.round, params=dict(self.settings))
+
+
+def _means(reps: Any, metric: str) -> list[float]:
+    return [r.metrics[metric]["mean"] for r in reps
+            if r.metrics.get(metric, {}).get("n", 0) > 0]
+
+
+def jain(x: np.ndarray) -> float | None:
+    """Jain's fairness index of the finite values of ``x`` (None: none, or all zero)."""
+    x = x[np.isfinite(x)]
+    sq = float((x * x).sum())
+    return float(x.sum()) ** 2 / (len(x) * sq) if len(x) and sq > 0 else None
+
+
+class DirectLink:
+    """A reporter's link to an in-process controller (the sim backend): reports go
+    through the wire format into the controller's MonitorState; settings are read back."""
+
+    def __init__(self, ctl: ChameleonController, rid: str, role: str) -> None:
+        self.ctl = ctl
+        self.periods = ctl.periods
+        ctl.state.handle_line(encode(Message("hello", rid, role=role)))
+
+    def send(self, msg: Message) -> None:
+        self.ctl.state.handle_line(encode(msg))
+
+    def settings(self) -> Mapping[str, float] | None:
+        return self.ctl.settings
+
+
+class SimChameleon:
+    """CHAMELEON on the simulator: hosts sampled from the engine, one controller round
+    every long period, host parameters into the DCQCN hook, thresholds via the proxies."""
+
+    def __init__(self, topo: TopoSpec, sink: Any, config: ChameleonConfig | None = None,
+                 interval_s: float | None = None) -> None:
+        self.topo, self.sink = topo, sink
+        cfg = config or ChameleonConfig()
+        if interval_s is not None and cfg.short_period_s is None:
+            cfg = replace(cfg, short_period_s=float(interval_s))  # sampled each Δt
+        self._t = 0.0
+        self.ctl = ChameleonController(topo.scale, cfg, clock=lambda: self._t)
+        self.hosts = {h.name: (h.switch, h.switch_port) for h in topo.hosts}
+        self.builders = {h: ReportBuilder(h, self.ctl.periods) for h in self.hosts}
+        self.links = {h: DirectLink(self.ctl, h, "host") for h in self.hosts}
+        self._cnps = {h: Counter() for h in self.hosts}
+        self._delivered: dict[int, tuple[float, float]] = {}  # flow row -> (t, bytes)
+        self._next_round: float | None = None
+        self.applied = 0
+
+    def link(self, switch: str) -> DirectLink:
+        return DirectLink(self.ctl, switch, "switch")
+
+    def on_interval(self, eng: Any, t: float, recs: list[PortTelemetry]) -> None:
+        self._t = t
+        by_port = {r.key: r for r in recs}
+        act = eng.active
+        src = eng.src_i
+        rate = self._flow_goodputs(eng, t)
+        names = list(self.hosts)
+        for i, h in enumerate(names):
+            r = by_port.get(self.hosts[h])
+            mine = act & (src == i) if len(src) else act
+            rtt = eng.rtt_last[mine] if np.count_nonzero(mine) else np.zeros(0)
+            rtt = rtt[np.isfinite(rtt)]
+            self.builders[h].sample(t, {
+                "rx_bps": r.tx_bps if r is not None else 0.0,
+                "flow_jain": jain(rate[mine]) if rate is not None else None,
+                "rtt_s": float(rtt.mean()) if len(rtt) else None,
+                "cnps_rx_per_s": self._cnps[h].rate(t, float(eng.cnps[mine].sum()))})
+            if self.builders[h].due(t):
+                self.links[h].send(self.builders[h].report(t))
+        if self._next_round is None:
+            self._next_round = t + self.ctl.periods.long_s
+        if t >= self._next_round - 1e-12:
+            self._next_round += self.ctl.periods.long_s
+            msg = self.ctl.decide(t)
+            if msg is not None:
+                self._apply(eng, msg.params)
+            if self.ctl.rows and self.ctl.rows[-1]["t_s"] == t:
+                self.sink.table("chameleon", [self.ctl.rows[-1]])
+
+    def _flow_goodputs(self, eng: Any, t: float) -> np.ndarray | None:
+        """Each slot's goodput (b/s) since the last sample (NaN: a flow new since then);
+        None on the first sample."""
+        out = np.full(len(eng.active), np.nan)
+        last, self._delivered = self._delivered, {}
+        for s in np.flatnonzero(eng.active):
+            row, d = int(eng.row[s]), float(eng.delivered[s])
+            self._delivered[row] = (t, d)
+            if row in last and t > last[row][0]:
+                out[s] = 8.0 * (d - last[row][1]) / (t - last[row][0])
+        return out if last else None
+
+    def _apply(self, eng: Any, params: Mapping[str, float]) -> None:
+        host = {k: v for k, v in params.items() if k in space.HOST_PARAMS}
+        hook = eng.cc
+        if host and hasattr(hook, "flows") and hasattr(hook.flows, "set_params"):
+            hook.flows.rate(eng.t)  # events up to now under the old parameters
+            hook.params = replace(hook.params, **host)
+            hook.flows.set_params(hook.params)
+        if "cnp_interval_s" in params:
+            eng.set_cnp_interval(float(params["cnp_interval_s"]))
+        self.applied += 1
+
+
+def own_controller(agent_name: str) -> str | None:
+    """The controller options when the run must start its own controller (the agent is
+    ``chameleon`` or ``chameleon:<key>=<value>,...``), else None (another agent, or
+    ``chameleon:<address>``: the proxies use a controller running elsewhere)."""
+    base, _, arg = agent_name.partition(":")
+    if base.lower() != AGENT or (arg and "=" not in arg):
+        return None
+    return arg
+
+
+_TUNER_KEYS = {"beta": float, "lam": float, "patience": int, "max_rounds": int,
+               "target": float}
+
+
+def parse_options(arg: str) -> ChameleonConfig:
+    """``chameleon:<key>=<value>,...``: ``long``/``short`` (periods, s), ``beta``,
+    ``lam``, ``patience``, ``max_rounds`` (per parameter), ``target`` (tuner),
+    ``params`` (names joined by ``+``, the tuning order), ``initial`` (DCQCN set)."""
+    cfg, tkw = ChameleonConfig(), dict[str, Any]()
+    for item in filter(None, arg.split(",")):
+        key, sep, val = item.partition("=")
+        try:
+            if not sep:
+                raise ValueError("expected key=value")
+            if key in ("long", "short"):
+                per: dict[str, Any] = {f"{key}_period_s": float(val)}
+                cfg = replace(cfg, **per)
+            elif key in _TUNER_KEYS:
+                tkw["max_rounds_per_param" if key == "max_rounds" else key] = \
+                    _TUNER_KEYS[key](val)
+            elif key == "params":
+                names = tuple(val.split("+"))
+                bad = [n for n in names if n not in space.BY_NAME]
+                if bad:
+                    raise ValueError(f"unknown parameters {bad}; choose from {space.NAMES}")
+                cfg = replace(cfg, params=names)
+            elif key == "initial":
+                cfg = replace(cfg, initial=val)
+            else:
+                raise ValueError("unknown key")
+        except ValueError as exc:
+            raise ConfigError(f"agent option {item!r} of chameleon: {exc}; keys: long, "
+                              f"short, params, initial, {', '.join(_TUNER_KEYS)}") from None
+    return replace(cfg, tuner=TunerConfig(**tkw)) if tkw else cfg
+
+
+def for_sim(agent_name: str, topo: TopoSpec, sink: Any,
+            interval_s: float | None = None) -> SimChameleon | None:
+    """The run's controller when ``agent_name`` is ``chameleon[:options]`` (else None)."""
+    opts = own_controller(agent_name)
+    if opts is None:
+        return None
+    return SimChameleon(topo, sink, parse_options(opts), interval_s=interval_s)
+
+
+@contextlib.contextmanager
+def links(fabric: SimChameleon | None) -> Iterator[None]:
+    """While agents are made: plain ``chameleon`` proxies link to ``fabric``."""
+    if fabric is None:
+        yield
+        return
+    with controller_links(fabric.link):
+        yield

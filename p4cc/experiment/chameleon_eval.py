@@ -1,0 +1,181 @@
+"""CHAMELEON's evaluation on the simulator (docs/results.md, "CHAMELEON").
+
+The poster's scenario (§3): an all-to-all of long flows on a two-tier Clos.  Per seed:
+
+1. **tune**: the agent ``chameleon`` runs on the sim backend (a run directory as
+   ``p4cc run`` writes it) from the NIC vendor's defaults while the all-to-all repeats
+   once per long period (a training job's collective), until the tuner stops or
+   ``rounds`` long periods pass; its final setting is read from the run's ``chameleon``
+   table;
+2. **evaluate**: the all-to-all of ``size`` bytes per flow is run to completion under
+   each setting -- ``default`` (NVIDIA's DCQCN parameters, NVIDIA's 4 µs CNP interval,
+   the vendor's ECN Kmin 30 KB / Kmax 270 KB / Pmax 0.1), ``expert`` (the HPCC authors'
+   DCQCN configuration: the hpcc-ns3 set, Kmin 100 KB / Kmax 400 KB / Pmax 0.2, 4 µs)
+   and ``chameleon`` (the tuned one) -- for tail (p99) FCT and the average per-flow
+   throughput (size / FCT, as a fraction of the host line rate).
+
+``python -m p4cc.experiment.chameleon_eval --seeds 1 2 3 --out runs/chameleon_eval``
+prints a Markdown table (mean and 95 % CI over seeds) and writes
+``results-seeds-<seeds>.json``; seeds run as separate processes are combined with
+``--merge <json files>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from p4cc.analysis.stats import mean_ci
+from p4cc.chameleon import space
+from p4cc.controlplane.agents.chameleon import ecn_setting
+from p4cc.experiment.backend import get_backend
+from p4cc.experiment.chameleon import default_settings
+from p4cc.experiment.runner import run_variant
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import parse_spec, resolve
+from p4cc.hostcc.dcqcn import dcqcn_params
+from p4cc.scale import get_scale
+from p4cc.sim.cc import DcqcnHook
+from p4cc.sim.config import SimConfig
+from p4cc.sim.engine import Engine
+from p4cc.topo.spec import TopoSpec, parse_topo
+from p4cc.traffic.workloads import frame
+
+#: the settings compared: DCQCN parameter set and static ECN setting they start from
+BASELINES = {"default": ("nvidia", "VENDOR"), "expert": ("hpcc-ns3", "SECN2")}
+
+
+def all_to_all(topo: TopoSpec, size_bytes: int, iterations: int = 1, period_s: float = 0.0,
+               jitter_s: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Every host sends ``size_bytes`` to every other host, all starting together; with
+    ``iterations`` > 1 the collective repeats every ``period_s`` (a training job's
+    all-to-all), each flow's start shifted by up to ``jitter_s`` (seeded)."""
+    hosts = [h.name for h in topo.hosts]
+    pairs = [(s, d) for s in hosts for d in hosts if s != d]
+    rng = np.random.default_rng(seed)
+    starts = [k * period_s + float(rng.uniform(0, jitter_s)) if jitter_s else k * period_s
+              for k in range(iterations) for _ in pairs]
+    return frame({"start_s": starts, "src": [s for _ in range(iterations) for s, _d in pairs],
+                  "dst": [d for _ in range(iterations) for _s, d in pairs],
+                  "size_bytes": size_bytes, "cls": "a2a",
+                  "tag": [f"a2a{k}" for k in range(iterations) for _ in pairs]})
+
+
+def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, out: Path,
+         options: str = "") -> dict[str, Any]:
+    """The agent ``chameleon`` on the sim backend (``p4cc run``'s run_variant, so a normal
+    run directory): the all-to-all repeats every long period (one round per iteration)
+    until the tuner stops or ``rounds`` pass; its final setting and rounds."""
+    topo = parse_topo(topology, "paper")
+    agent = f"chameleon:long={long_s:g}" + (f",{options}" if options else "")
+    spec = parse_spec({
+        "name": "chameleon_tune", "backend": "sim", "topology": topology, "scale": "paper",
+        "duration_s": (rounds + 1) * long_s, "seeds": [seed], "interval_s": long_s / 10,
+        "agents": [agent], "host_cc": "dcqcn:nvidia", "outputs": ["flows"],
+        # (the schedule below replaces this placeholder workload)
+        "workloads": [{"type": "bulk", "pairs": [["h1", "h2"]]}]})
+    _, events = build_schedule(spec, seed, topo)
+    sched = all_to_all(topo, size_bytes, rounds + 1, long_s, jitter_s=long_s / 100,
+                       seed=seed)
+    t0 = time.monotonic()
+    path = run_variant(spec, get_backend("sim"), out / f"tune_seed{seed}", agent, seed,
+                       (sched, events), resolve(spec), lambda label, d: (lambda t: None))
+    rows = pd.read_csv(path / "chameleon.csv")
+    final = rows[rows["param"] == "final"]
+    last = final.iloc[0] if len(final) else rows.iloc[-1]
+    return {"seed": seed, "rounds": int(last["round"]) if len(final) else None,
+            "rounds_run": int(rows["round"].max()) + 1,
+            "metric_first": float(rows["metric"].iloc[0]),
+            "metric_best": float(rows["metric"].max()),
+            "settings": {k: float(last[k]) for k in space.NAMES},
+            "wall_s": time.monotonic() - t0, "run": str(path)}
+
+
+def evaluate(topology: str, settings: dict[str, float], base_set: str, seed: int,
+             size_bytes: int, jitter_s: float = 50e-6,
+             limit_s: float = 2.0) -> dict[str, float]:
+    """The all-to-all under fixed ``settings``: p99 FCT and mean per-flow throughput."""
+    topo = parse_topo(topology, "paper")
+    scale = topo.scale
+    host: dict[str, Any] = {k: settings[k] for k in space.HOST_PARAMS}
+    params = replace(dcqcn_params(base_set, scale.link_rate_bps, scale), **host)
+    ecn = ecn_setting(settings, scale)
+    cfg = SimConfig(cc="dcqcn", cc_params=base_set, seed=seed, host_traces=False,
+                    cnp_interval_s=settings["cnp_interval_s"])
+    eng = Engine(topo, all_to_all(topo, size_bytes, jitter_s=jitter_s, seed=seed), cfg,
+                 cc=DcqcnHook(params), ecn=ecn)
+    t0 = time.monotonic()
+    done = eng.run_to_completion(limit_s)
+    df = eng.flow_records()
+    fct = df["fct_s"].to_numpy(dtype=float)
+    thr = size_bytes * 8 / fct / scale.link_rate_bps
+    return {"completed": float(done), "fct_p99_ms": float(np.percentile(fct, 99)) * 1e3,
+            "fct_max_ms": float(fct.max()) * 1e3, "fct_mean_ms": float(fct.mean()) * 1e3,
+            "thr_mean": float(thr.mean()), "wall_s": time.monotonic() - t0}
+
+
+def fixed_settings(name: str) -> tuple[dict[str, float], str]:
+    host_set, ecn = BASELINES[name]
+    return default_settings(get_scale("paper"), host_set, ecn), host_set
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--topology", default="leafspine,spines=2,leaves=4,hosts=5")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--size", type=int, default=500_000, help="bytes per flow")
+    ap.add_argument("--long", type=float, default=5e-3, help="long period (s)")
+    ap.add_argument("--rounds", type=int, default=120, help="tuning rounds at most")
+    ap.add_argument("--options", default="", help="more chameleon agent options")
+    ap.add_argument("--out", default="runs/chameleon_eval")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="only print the table of these results files (seeds run apart)")
+    a = ap.parse_args(argv)
+    if a.merge:
+        parts = [json.loads(Path(f).read_text()) for f in a.merge]
+        print(table({"tune": [t for p in parts for t in p["tune"]],
+                     "eval": [e for p in parts for e in p["eval"]]}))
+        return 0
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    res: dict[str, Any] = {"args": vars(a), "tune": [], "eval": []}
+    for seed in a.seeds:
+        tuned = tune(a.topology, seed, a.size, a.long, a.rounds, out, a.options)
+        res["tune"].append(tuned)
+        arms = {n: fixed_settings(n) for n in BASELINES}
+        arms["chameleon"] = (tuned["settings"], "nvidia")
+        for name, (st, base) in arms.items():
+            r = evaluate(a.topology, st, base, seed, a.size, jitter_s=a.long / 100)
+            res["eval"].append({"seed": seed, "setting": name, **r})
+            print(json.dumps(res["eval"][-1]), flush=True)
+        name = "results-seeds-" + "-".join(str(x) for x in a.seeds) + ".json"
+        (out / name).write_text(json.dumps(res, indent=1, default=float))
+    print(table(res))
+    return 0
+
+
+def table(res: dict[str, Any]) -> str:
+    ev = pd.DataFrame(res["eval"])
+    lines = ["| setting | p99 FCT (ms), mean ± 95 % CI | mean flow throughput (× line "
+             "rate), mean ± 95 % CI |",
+             "|---|---|---|"]
+    for name, g in ev.groupby("setting", sort=False):
+        cells = []
+        for col in ("fct_p99_ms", "thr_mean"):
+            m, half, _n = mean_ci(g[col].to_numpy())
+            cells.append(f"{m:.4g} ± {half:.2g}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    rounds = [t["rounds"] for t in res["tune"]]
+    lines.append(f"\nrounds to converge per seed: {rounds}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,71 @@
+"""The bmv2 backend's machine budget (p4cc.experiment.bmv2.budget), without BMv2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from p4cc.errors import ConfigError
+from p4cc.experiment.bmv2 import budget
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import load_spec, parse_spec
+from p4cc.paths import DATA_DIR, REPO_ROOT
+
+CAL = budget.Calibration(switch_us_per_pkt=100.0, switch_sat_pps=10_000.0,
+                         host_us_per_pkt=60.0, cores=2, build="test", measured_unix=1.0)
+
+
+def _check(doc: dict[str, object], cal: budget.Calibration = CAL) -> budget.Demand:
+    spec = parse_spec(doc)
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, spec.seeds[0], topo)
+    return budget.check(topo, sched, float(spec.duration_s), float(spec.interval_s), cal)
+
+
+BASE = {"name": "b", "backend": "bmv2", "topology": "star,hosts=4", "scale": "testbed",
+        "duration_s": 10, "seed": 1, "interval_s": 0.25, "agents": ["secn1"],
+        "host_cc": "dcqcn"}
+
+
+def test_light_spec_fits() -> None:
+    d = _check({**BASE, "workloads": [{"type": "websearch", "load": 0.3,
+                                       "size_scale": "bdp"}]})
+    assert 0 < d.cpu(CAL) < budget.UTIL_CAP * CAL.cores
+
+
+def test_too_many_hosts_at_too_high_a_rate_is_refused_with_what_to_change() -> None:
+    doc = {**BASE, "topology": "star,hosts=10", "scale": "testbed-fast",
+           "workloads": [{"type": "websearch", "load": 1.0, "size_scale": "bdp"}]}
+    with pytest.raises(ConfigError) as info:
+        _check(doc)
+    msg = str(info.value)
+    assert "packets/s" in msg or "CPU-s/s" in msg
+    assert "load" in msg and "--backend sim" in msg
+
+
+def test_demand_is_capped_by_the_links() -> None:
+    # closed-loop storage asks for far more than one storage node's link carries
+    spec = load_spec(REPO_ROOT / "examples" / "acc_storage.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, 1, topo)
+    d = budget.demand(topo, sched, float(spec.duration_s), float(spec.interval_s))
+    nic = topo.scale.pps(topo.scale.link_rate_bps)
+    assert all(v <= 2 * nic + 1e-6 for v in d.host_pps.values())
+
+
+def test_default_experiment_fits_the_reference_budget() -> None:
+    spec = load_spec(DATA_DIR / "testbed.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, spec.seeds[0], topo)
+    budget.check(topo, sched, float(spec.duration_s), float(spec.interval_s),
+                 budget.UNCALIBRATED)
+
+
+def test_calibration_cache_roundtrip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("P4CC_CACHE_DIR", str(tmp_path))
+    assert budget.load("build-x") == budget.UNCALIBRATED
+    cal = budget.Calibration(90.0, 20_000.0, 50.0, 2, "build-x", 123.0, 1.5)
+    path = budget.save(cal)
+    assert path.parent == tmp_path and budget.load("build-x") == cal
+    assert budget.load("another build") == budget.UNCALIBRATED

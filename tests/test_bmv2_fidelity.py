@@ -1,0 +1,162 @@
+"""The fidelity verdict of BMv2 runs on synthetic records, and how reports show it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from replay_backend import ReplayBackend
+
+from p4cc.analysis.report import report
+from p4cc.experiment.bmv2 import fidelity as fid
+from p4cc.experiment.runner import run_spec
+from p4cc.experiment.spec import parse_spec
+
+PKT = 1000
+RATE = 10e6  # 1250 pps of 1000-B packets
+FACTS = fid.RunFacts({("s1", 1): RATE, ("s1", 2): RATE}, PKT, 0.25, {"h1": RATE, "h2": RATE})
+
+
+def _tele(n: int = 40, pps: float = 1250.0, pkt: int = PKT, depth_pkts: float = 30,
+          port: int = 1, iv: float = 0.25) -> pd.DataFrame:
+    return pd.DataFrame([{"switch": "s1", "port": port, "t_s": (i + 1) * iv, "interval_s": iv,
+                          "qlen_avg_bytes": depth_pkts * PKT, "tx_pkts": round(pps * iv),
+                          "tx_bps": pps * pkt * 8.0, "drops_pkts": 0} for i in range(n)])
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame()
+
+
+def _judge(tele: pd.DataFrame | None = None, cpu: pd.DataFrame | None = None,
+           polls: pd.DataFrame | None = None, traces: pd.DataFrame | None = None
+           ) -> fid.Verdict:
+    return fid.evaluate(FACTS, _empty() if tele is None else tele,
+                        _empty() if cpu is None else cpu, _empty() if polls is None else polls,
+                        _empty() if traces is None else traces)
+
+
+def test_busy_port_at_its_rate_is_faithful() -> None:
+    v = _judge(_tele(pps=1220))  # 2.4 % below nominal: inside the 10 % tolerance
+    assert v.faithful, v.summary()
+    assert v.checks["port_rate"]["checked"] == 40 and v.checks["byte_rate"]["violations"] == 0
+
+
+def test_slow_port_with_standing_queue_is_unfaithful() -> None:
+    v = _judge(_tele(pps=1000))  # the switch fell behind: 20 % below its queue rate
+    assert not v.faithful
+    assert v.checks["port_rate"]["violations"] == 40
+    row = v.violations[v.violations["check"] == "port_rate"].iloc[0]
+    assert row["where"] == "s1:1" and "1000 pps of the configured 1250" in row["reason"]
+
+
+def test_idle_port_is_not_judged() -> None:
+    v = _judge(_tele(pps=100, depth_pkts=0.5))  # no standing queue: nothing to check
+    assert v.faithful and v.checks["port_rate"]["checked"] == 0
+
+
+def test_large_packets_are_caught_by_the_byte_rate() -> None:
+    # iperf3's 1448-B datagrams: the port serves its 1250 pps, i.e. 14.9 Mb/s on 10 Mb/s
+    v = _judge(_tele(pps=1250, pkt=1490))
+    assert v.checks["port_rate"]["violations"] == 0
+    assert v.checks["byte_rate"]["violations"] == 40 and not v.faithful
+    reason = v.violations.iloc[0]["reason"]
+    assert "14.90 Mb/s on a 10 Mb/s link: mean packet 149" in reason
+    assert "the rate assumes 1000 B" in reason and "(+49." in reason
+
+
+def test_one_glitch_is_tolerated_a_pattern_is_not() -> None:
+    ok = _tele(n=100)
+    ok.loc[50, "tx_pkts"] = 200
+    assert _judge(ok).faithful  # 1 of 100 intervals <= allowed 2 %
+    bad = ok.copy()
+    bad.loc[10:20, "tx_pkts"] = 200
+    assert not _judge(bad).faithful
+
+
+def _cpu(wait_per_s: float, rx_extra_per_s: float = 0.0, n: int = 41) -> pd.DataFrame:
+    return pd.DataFrame([{"t_s": i * 0.25, "switch": "s1", "pid": 1, "cpu_s": 0.3 * i * 0.25,
+                          "wait_s": wait_per_s * i * 0.25,
+                          "rx_pkts": (1250 + rx_extra_per_s) * i * 0.25} for i in range(n)])
+
+
+def test_starved_switch_is_unfaithful() -> None:
+    tele = _tele(depth_pkts=0)  # sent 1250 pps, nothing queued
+    # 0.6 s/s of run-queue wait over 1250 pps: 0.48 ms per packet < 0.8 ms packet time
+    assert _judge(tele, cpu=_cpu(0.6)).faithful
+    v = _judge(tele, cpu=_cpu(2.0))  # 1.6 ms per packet: two packet times
+    assert not v.faithful and v.checks["switch_cpu"]["violations"] == 40
+    assert "waited 1.60 ms for a CPU per packet (2.00 s/s" in v.violations.iloc[0]["reason"]
+    assert _judge(tele, cpu=_cpu(2.0).assign(rx_pkts=0)).checks["switch_cpu"]["checked"] == 0
+
+
+def test_ingress_backlog_is_unfaithful() -> None:
+    tele = _tele(depth_pkts=0)
+    assert _judge(tele, cpu=_cpu(0.0)).checks["switch_backlog"]["violations"] == 0
+    # the kernel hands the switch 400 pps more than it ever processes: backlog grows
+    v = _judge(tele, cpu=_cpu(0.0, rx_extra_per_s=400))
+    assert v.checks["switch_backlog"]["violations"] > 20 and not v.faithful
+
+
+def _traces(sent_bps: float, asked_bps: float, flows: int = 2, secs: int = 6) -> pd.DataFrame:
+    rows: list[dict[str, Any]] = []
+    for f in range(1, flows + 1):
+        for k in range(secs * 100 + 1):
+            t = k * 0.01
+            rows.append({"t_s": t, "host": "h1", "flow_id": f, "rate_bps": asked_bps,
+                         "bytes_sent": sent_bps / 8.0 * t})
+    return pd.DataFrame(rows)
+
+
+def test_hosts_that_send_what_cc_asks_are_faithful() -> None:
+    assert _judge(traces=_traces(4e6, 4e6)).faithful
+    # two flows asking 8 Mb/s each on a 10 Mb/s NIC: 5 Mb/s each is what HTB can give
+    assert _judge(traces=_traces(4.8e6, 8e6)).faithful
+
+
+def test_hosts_that_fall_behind_are_unfaithful() -> None:
+    v = _judge(traces=_traces(1e6, 4e6))
+    assert not v.faithful and v.checks["host_rate"]["violations"] >= 4
+    assert "sent 2.00 Mb/s of the 8.00 Mb/s" in v.violations.iloc[0]["reason"]
+
+
+def _polls(late_s: float, span_s: float, n: int = 50) -> pd.DataFrame:
+    return pd.DataFrame([{"switch": "s1", "deadline_s": 0.25 * i, "start_s": 0.25 * i + late_s,
+                          "end_s": 0.25 * i + late_s + span_s + 0.002, "read_span_s": span_s}
+                         for i in range(1, n + 1)])
+
+
+def test_late_or_spread_polls_are_unfaithful() -> None:
+    assert _judge(polls=_polls(0.01, 0.01)).faithful
+    late = _judge(polls=_polls(0.2, 0.01))
+    assert not late.faithful and "after its deadline" in late.violations.iloc[0]["reason"]
+    spread = _judge(polls=_polls(0.0, 0.15))
+    assert not spread.faithful and "150 ms apart" in spread.violations.iloc[0]["reason"]
+
+
+def test_verdict_files(tmp_path: Path) -> None:
+    v = _judge(_tele(pps=900))
+    v.write(tmp_path)
+    data = json.loads((tmp_path / "fidelity.json").read_text())
+    assert data["faithful"] is False and data["checks"]["port_rate"]["ok"] is False
+    assert data["checks"]["byte_rate"]["violations"] == 0
+    assert data["tolerances"]["port_rate"] == 0.10
+    assert len(pd.read_csv(tmp_path / "fidelity.csv")) == 40  # pps (the mix is right)
+
+
+def test_report_flags_unfaithful_runs_first(tmp_path: Path) -> None:
+    doc = {"name": "fr", "backend": "sim", "topology": "star,hosts=4", "scale": "testbed",
+           "duration_s": 4, "interval_s": 0.5, "seed": 1, "agents": ["secn1", "secn2"],
+           "workloads": [{"type": "fbhdp", "load": 0.3, "size_scale": "bdp"}]}
+    paths = run_spec(parse_spec(doc), ReplayBackend(), out=tmp_path / "fr",
+                     progress=lambda label, d: (lambda t: None))
+    _judge(_tele()).write(paths[0])
+    _judge(_tele(pps=900)).write(paths[1])
+    text = report([tmp_path / "fr"], out=tmp_path / "rep").read_text()
+    first_section = text.split("\n## ")[1]
+    assert first_section.startswith("Fidelity")
+    assert "`secn1`: **faithful**" in text and "`secn2`: **UNFAITHFUL: port_rate" in text
+    summary = text.split("## Summary")[1]
+    assert "secn2 (UNFAITHFUL)" in summary and "secn1 (UNFAITHFUL)" not in summary

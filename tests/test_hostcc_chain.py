@@ -1,0 +1,56 @@
+"""Flows that start when another completes (p4cc.hostcc.chain), without a network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from p4cc.experiment.bmv2.collect import _started_order
+from p4cc.hostcc.chain import FlowChain
+from p4cc.hostcc.flow import FlowSpec
+
+
+def _spec(ref: int, start: float = 0.0, after: int = -1, stop: float = float("inf")
+          ) -> FlowSpec:
+    return FlowSpec("10.0.0.2", 1000, start, ref=ref, after=after, stop_s=stop)
+
+
+def test_local_chain_starts_at_completion() -> None:
+    ch = FlowChain([_spec(0), _spec(1, after=0), _spec(2, start=5.0, after=1)])
+    assert [s.ref for s in ch.due(0.0)] == [0]
+    assert ch.due(1.0) == [] and not ch.exhausted()
+    ch.completed(_spec(0), 1.5)
+    (s1,) = ch.due(1.5)
+    assert s1.ref == 1 and s1.start_s == 1.5  # start = completion time
+    ch.completed(s1, 2.0)
+    assert ch.due(2.0) == [] and ch.next_start() == 5.0  # its own start_s is later
+    assert [s.ref for s in ch.due(5.0)] == [2] and ch.exhausted()
+
+
+def test_chain_across_senders_through_the_completions_file(tmp_path: Path) -> None:
+    shared = tmp_path / "completions"
+    a = FlowChain([_spec(10)], shared)  # host A sends the request
+    b = FlowChain([_spec(11, after=10), _spec(12, after=99)], shared)  # host B responds
+    assert [s.ref for s in a.due(0.0)] == [10]
+    assert b.due(0.5) == []
+    a.completed(_spec(10), 0.7)
+    b.completed(_spec(50), 0.7)  # B's own completions do not confuse what it reads
+    (r,) = b.due(0.8)
+    assert r.ref == 11 and r.start_s == 0.8
+    assert not b.exhausted()  # 12 still waits for a flow someone may complete
+    assert sorted(b.not_started(), key=lambda s: s.ref)[0].ref == 12
+    a.close()
+    b.close()
+
+
+def test_released_after_stop_is_skipped() -> None:
+    ch = FlowChain([_spec(0), _spec(1, after=0, stop=1.0)])
+    ch.due(0.0)
+    ch.completed(_spec(0), 2.0)
+    assert ch.due(2.0) == [] and ch.skipped == 1
+
+
+def test_collect_maps_flows_by_their_ref() -> None:
+    fct = [{"flow_id": "1", "ref": "7"}, {"flow_id": "2", "ref": "3"},
+           {"flow_id": "", "ref": "9"}]  # started out of schedule order; 9 never started
+    assert _started_order(fct, [3, 7, 9]) == [7, 3]
+    assert _started_order([{"flow_id": "1"}], [4, 5]) == [4, 5]  # older senders: no ref
