@@ -71,7 +71,7 @@ cli: setup
 top: venv
 	$(BIN)/p4cc top
 
-test: venv
+test: venv p4rt-shell
 	$(BIN)/python -m pytest -q -m "not bmv2 and not p4c and not root and not mininet and not slow"
 
 test-all: setup
