@@ -15,6 +15,7 @@ import queue
 import threading
 from collections.abc import Iterator, Mapping
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -314,3 +315,30 @@ class FakeThrift:
     def register_write(self, name: str, index: int, value: int) -> None:
         self._guard()
         self.registers[name][index] = value
+
+
+#: P4Info of the control-plane test fixture and the register sizes FakeThrift serves for it
+FIXTURE_P4INFO = Path(__file__).parent / "data" / "controlplane_p4info.txtpb"
+FIXTURE_REGS = {"q_enq_sum": 64, "q_enq_cnt": 64, "q_enq_max": 64, "q_sojourn_sum": 64,
+                "incast_bits": 256, "flow_bits": 256, "elephant_bits": 256,
+                "flow_bytes_r0": 1024, "flow_bytes_r1": 1024}
+
+
+def fake_fabric_controls(stack: Any, topo: Any, tmp_path: Path) -> tuple[
+        dict[str, FakeP4RuntimeServer], dict[str, Any]]:
+    """One FakeP4RuntimeServer (entered on ``stack``) and one SwitchControl over it and a
+    FakeThrift per switch of ``topo``: a fabric's control plane without BMv2."""
+    from p4cc.controlplane.p4runtime import P4RuntimeClient
+    from p4cc.controlplane.switch import SwitchControl
+
+    js = tmp_path / "p4cc.json"
+    js.write_text("{}")
+    servers: dict[str, FakeP4RuntimeServer] = {}
+    controls: dict[str, Any] = {}
+    for sw in topo.switches:
+        srv = stack.enter_context(FakeP4RuntimeServer(device_id=sw.device_id))
+        servers[sw.name] = srv
+        controls[sw.name] = SwitchControl(
+            sw, topo, FIXTURE_P4INFO, js, thrift=FakeThrift(FIXTURE_REGS),
+            p4rt=P4RuntimeClient(srv.address, sw.device_id, timeout_s=0.5))
+    return servers, controls

@@ -12,7 +12,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-from fake_switch import FakeP4RuntimeServer, FakeThrift
+from fake_switch import FakeP4RuntimeServer, FakeThrift, fake_fabric_controls
 
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.p4runtime import P4RuntimeClient
@@ -36,16 +36,8 @@ TOPO = "leafspine,spines=1,leaves=2,hosts=2"
 def commands(tmp_path: Path, agent: str | None = "secn1"
              ) -> Iterator[tuple[TestbedCommands, dict[str, FakeP4RuntimeServer]]]:
     topo = parse_topo(TOPO)
-    js = tmp_path / "p4cc.json"
-    js.write_text("{}")
     with ExitStack() as stack:
-        servers, controls = {}, {}
-        for sw in topo.switches:
-            srv = stack.enter_context(FakeP4RuntimeServer(device_id=sw.device_id))
-            servers[sw.name] = srv
-            controls[sw.name] = SwitchControl(
-                sw, topo, FIXTURE, js, thrift=FakeThrift(REGS),
-                p4rt=P4RuntimeClient(srv.address, sw.device_id, timeout_s=0.5))
+        servers, controls = fake_fabric_controls(stack, topo, tmp_path)
         session = FabricSession(controls, SessionConfig(interval_s=0.05, agent=agent))
         cmds = TestbedCommands(session.open(), topo,
                                CliContext(TOPO, "testbed", "dcqcn", tmp_path))

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from fake_switch import FakeP4RuntimeServer, FakeThrift
+from fake_switch import FakeP4RuntimeServer, fake_fabric_controls
 
 from p4cc.controlplane.agents import static
 from p4cc.controlplane.ecn import EcnConfig
-from p4cc.controlplane.p4runtime import P4RuntimeClient
 from p4cc.controlplane.records import PortTelemetry
-from p4cc.controlplane.switch import SwitchControl
 from p4cc.errors import ConfigError
 from p4cc.experiment.session import AgentAction, FabricSession, SessionConfig
 from p4cc.scale import Scale
@@ -54,16 +52,8 @@ class CountingAgent:
 def fake_session(tmp_path: Path, topo_text: str = "star,hosts=3",
                  **cfg: Any) -> Iterator[tuple[FabricSession, dict[str, FakeP4RuntimeServer]]]:
     topo = parse_topo(topo_text)
-    js = tmp_path / "p4cc.json"
-    js.write_text("{}")
     with ExitStack() as stack:
-        servers, controls = {}, {}
-        for sw in topo.switches:
-            srv = stack.enter_context(FakeP4RuntimeServer(device_id=sw.device_id))
-            servers[sw.name] = srv
-            controls[sw.name] = SwitchControl(
-                sw, topo, FIXTURE, js, thrift=FakeThrift(REGS),
-                p4rt=P4RuntimeClient(srv.address, sw.device_id, timeout_s=0.5))
+        servers, controls = fake_fabric_controls(stack, topo, tmp_path)
         actions: list[AgentAction] = []
         session = FabricSession(controls, SessionConfig(**cfg), on_action=actions.extend)
         session.actions = actions  # type: ignore[attr-defined]
