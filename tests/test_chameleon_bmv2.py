@@ -13,6 +13,7 @@ from p4cc.controlplane.agents.chameleon import ChameleonProxy
 from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.experiment import chameleon_bmv2
+from p4cc.experiment.chameleon import links as chameleon_links
 from p4cc.hostcc import tuning
 from p4cc.topo.spec import parse_topo
 from tests.test_chameleon_monitor import wait_for
@@ -47,7 +48,7 @@ def test_bmv2_controller_rounds_reach_hosts_and_switches() -> None:
         for h, p in params.items():
             reps.append(tuning.start_reporter(
                 fab.address, f"{h}/recv", lambda t: {"rx_bps": 5e6}, p, period))
-        with chameleon_bmv2.links(fab):
+        with chameleon_links(fab):
             proxy = make_agent("chameleon", topo.scale)
         assert isinstance(proxy, ChameleonProxy)
         rec = PortTelemetry("s1", 1, 0.0, 0.04, 1000.0, 2000.0, 5e6, 1e5, 10, 1, 0, None,

@@ -308,8 +308,9 @@ def for_sim(agent_name: str, topo: TopoSpec, sink: Any,
 
 
 @contextlib.contextmanager
-def links(fabric: SimChameleon | None) -> Iterator[None]:
-    """While agents are made: plain ``chameleon`` proxies link to ``fabric``."""
+def links(fabric: Any) -> Iterator[None]:
+    """While agents are made: plain ``chameleon`` proxies link to ``fabric``'s controller
+    (a SimChameleon or a Bmv2Chameleon: anything with a ``link`` factory; None: nothing)."""
     if fabric is None:
         yield
         return

@@ -18,18 +18,16 @@ through :meth:`link`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from p4cc.chameleon.server import MonitorServer
-from p4cc.controlplane.agents.chameleon import SocketLink, controller_links
+from p4cc.controlplane.agents.chameleon import SocketLink
 from p4cc.experiment.chameleon import ChameleonController, own_controller, parse_options
 from p4cc.topo.spec import TopoSpec
 
@@ -104,10 +102,3 @@ def for_bmv2(agent_name: str, topo: TopoSpec) -> Bmv2Chameleon | None:
     return None if opts is None else Bmv2Chameleon(topo, opts).start()
 
 
-@contextlib.contextmanager
-def links(fabric: Bmv2Chameleon | None) -> Iterator[None]:
-    if fabric is None:
-        yield
-        return
-    with controller_links(fabric.link):
-        yield

@@ -10,9 +10,6 @@ test can prove a committed file still makes the decisions recorded when it was t
 from __future__ import annotations
 
 import json
-import sys
-import time
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +17,7 @@ import numpy as np
 
 from p4cc.hostcc.rlcc_policies import LstmPolicy, MlpPolicy, save_lstm, save_mlp
 from p4cc.hostcc.rlcc_policy_base import Policy
-from p4cc.learn.runlog import git_commit
+from p4cc.learn.runlog import provenance
 
 PROBE_SEED, PROBE_FLOWS, PROBE_STEPS = 12345, 16, 12
 
@@ -58,14 +55,8 @@ def save_policy(out_dir: Path, policy: LstmPolicy | MlpPolicy, config: Any,
         save_mlp(path, policy)
     side = out_dir / f"{name}.json"
     doc = {
-        "command": " ".join(command if command is not None else ["p4cc", *sys.argv[1:]]),
-        "seed": getattr(config, "seed", None),
-        "git_commit": git_commit(),
-        "created_unix": int(time.time()),
+        **provenance(path, config, getattr(config, "seed", None), command),
         "policy_file": path.name,
-        "bytes": path.stat().st_size,
-        "config": asdict(config) if is_dataclass(config) and not isinstance(config, type)
-        else config,
         "final_training": final,
         "probe": {"seed": PROBE_SEED, "flows": PROBE_FLOWS, "steps": PROBE_STEPS,
                   "decisions": np.round(probe_decisions(policy), 12).tolist()},

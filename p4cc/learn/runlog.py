@@ -22,6 +22,21 @@ from p4cc.controlplane.agents.mlp import Layers, save_npz
 from p4cc.paths import REPO_ROOT
 
 
+def provenance(path: Path, config: Any, seed: int | None,
+               command: list[str] | None = None) -> dict[str, Any]:
+    """What every checkpoint sidecar says about how ``path`` was made: the exact command,
+    seed, git commit, time, size and the full config."""
+    return {
+        "command": " ".join(command if command is not None else ["p4cc", *sys.argv[1:]]),
+        "seed": seed,
+        "git_commit": git_commit(),
+        "created_unix": int(time.time()),
+        "bytes": path.stat().st_size,
+        "config": asdict(config) if is_dataclass(config) and not isinstance(config, type)
+        else config,
+    }
+
+
 def git_commit() -> str:
     """HEAD of the source checkout (with ``-dirty`` when the tree has changes), or ''."""
     try:
@@ -95,18 +110,8 @@ def save_checkpoint(out_dir: Path, algo: str, nets: dict[str, Layers], meta: dic
                     command: list[str] | None = None) -> tuple[Path, Path]:
     """Write ``<algo>.npz`` and its JSON sidecar; returns both paths."""
     npz = save_npz(out_dir / f"{algo}.npz", nets, meta)
-    sidecar = {
-        "command": " ".join(command if command is not None else ["p4cc", *sys.argv[1:]]),
-        "seed": seed,
-        "git_commit": git_commit(),
-        "created_unix": int(time.time()),
-        "checkpoint": npz.name,
-        "bytes": npz.stat().st_size,
-        "config": asdict(config) if is_dataclass(config) and not isinstance(config, type)
-        else config,
-        "final": curves.final(),
-        "meta": meta,
-    }
+    sidecar = {**provenance(npz, config, seed, command), "checkpoint": npz.name,
+               "final": curves.final(), "meta": meta}
     side = out_dir / f"{algo}.json"
     side.write_text(json.dumps(sidecar, indent=2, sort_keys=False, default=str) + "\n")
     return npz, side

@@ -38,6 +38,7 @@ from p4cc.experiment.bmv2.limits import (
 from p4cc.experiment.bmv2.links import LinkFailures
 from p4cc.experiment.bmv2.procmon import SwitchSampler
 from p4cc.experiment.bmv2.records import RecordQueues
+from p4cc.experiment.chameleon import links as chameleon_links
 from p4cc.experiment.session import FabricSession, SessionConfig
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.topo.spec import TopoSpec
@@ -106,7 +107,7 @@ class _Run:
             self._start_fabric()
             # CHAMELEON: one controller beside the session (None for per-switch agents)
             self.chameleon = chameleon_bmv2.for_bmv2(self.agent_name, self.topo)
-            with chameleon_bmv2.links(self.chameleon):
+            with chameleon_links(self.chameleon):
                 self._open_session()
             self.hosts = HostProcesses(self.fabric, self.spec, self.topo, self.schedule,
                                        self.hosts_dir, self.sink.log)
