@@ -3,6 +3,7 @@ idle-queue rule, checkpoint format, the deployed agents and their registration."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -161,9 +162,28 @@ def test_acc_agent_skips_idle_queues(tmp_path: Path) -> None:
     assert agent.act(idle) == {}  # queues below Kmin: no inference, no change
 
 
-def test_default_checkpoint_missing_is_a_config_error() -> None:
+def test_default_checkpoint_missing_is_a_config_error(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4cc.controlplane.agents import learned
+
+    monkeypatch.setitem(learned.DEFAULT_CHECKPOINTS, "acc", tmp_path / "absent.npz")
     with pytest.raises(ConfigError, match="p4cc train"):
         make_agent("acc", get_scale("testbed"))
+
+
+@pytest.mark.parametrize("name", ["acc", "pet"])
+def test_shipped_checkpoints_load_with_their_sidecars(name: str) -> None:
+    """The committed p4cc/data/agents/<name>.npz: a trained model whose sidecar names the
+    command, seed and commit that produced it, and which the plain name loads."""
+    from p4cc.controlplane.agents import learned
+
+    path = learned.DEFAULT_CHECKPOINTS[name]
+    side = json.loads(path.with_suffix(".json").read_text())
+    assert side["command"].startswith(f"p4cc train {name}") and side["seed"] >= 1
+    assert len(side["git_commit"]) == 40 and side["meta"]["algo"] == name
+    assert side["final"]["step"] >= 10_000 and path.stat().st_size == side["bytes"]
+    agent = make_agent(name, get_scale("testbed"))
+    assert agent.name == name
 
 
 def test_bench_decision_case() -> None:

@@ -136,3 +136,19 @@ def test_p4cc_train_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert Path(out["checkpoint"]).is_file() and Path(out["plot"]).is_file()
     side = json.loads((tmp_path / "t" / "pet.json").read_text())
     assert side["config"]["steps"] == 40 and side["config"]["rollout"] == 20
+
+
+def test_without_extra_features_the_ablation_trains_and_deploys_on_six(tmp_path: Path) -> None:
+    """PET without incast degree and mice/elephant ratio (issue 9's ablation): the env
+    observes ACC's six features, the checkpoint says so, the deployed agent feeds six."""
+    env = EnvConfig(topo="star,hosts=3", intervals=20, scenarios=("websearch",),
+                    load=(0.6, 0.6))
+    cfg = pet.PetConfig(seed=2, steps=40, env=env, rollout=20, extra_features=False)
+    res = pet.train(cfg, tmp_path, progress=False, command=["p4cc", "train", "pet"])
+    side = json.loads(res["sidecar"].read_text())
+    assert side["meta"]["n_feat"] == 6 and side["config"]["extra_features"] is False
+    agent = LearnedAgent("pet", get_scale("testbed"), res["checkpoint"])
+    assert agent.n_feat == 6 and agent.nets["main"][0][0].shape[1] == 3 * 6
+    full = pet.train(pet.PetConfig(seed=2, steps=40, env=env, rollout=20), tmp_path / "f",
+                     progress=False, command=["p4cc", "train", "pet"])
+    assert LearnedAgent("pet", get_scale("testbed"), full["checkpoint"]).n_feat == 8

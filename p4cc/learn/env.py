@@ -73,11 +73,14 @@ class TrainEnv(EcnTuningEnv):
     reward; ``info["agent_rewards"]`` holds the per-agent rewards of the algorithm."""
 
     def __init__(self, cfg: EnvConfig, algo: str, template: ActionTemplate,
-                 q_unit_paper_bytes: float | None = None) -> None:
+                 q_unit_paper_bytes: float | None = None, features: str | None = None
+                 ) -> None:
+        """``features``: the observation's feature set, "acc" (6) or "pet" (8);
+        default the algorithm's own (PET without its two extra features: "acc")."""
         if algo not in ("acc", "pet"):
             raise ConfigError(f"algo must be 'acc' or 'pet', got {algo!r}")
         scale = get_scale(cfg.scale)
-        super().__init__(topo=cfg.topo, scale=cfg.scale, variant=algo,
+        super().__init__(topo=cfg.topo, scale=cfg.scale, variant=features or algo,
                          intervals=cfg.intervals, history=cfg.history,
                          settings=template.configs(scale))
         self.env_cfg, self.algo, self.template = cfg, algo, template

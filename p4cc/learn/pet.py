@@ -62,6 +62,14 @@ class PetConfig:
     explore_steps: int = field(default=50, metadata={"help": "eq. 13 T"})
     log_every: int = field(default=64, metadata={"help": "intervals per curve row"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+    extra_features: bool = field(default=True, metadata={
+        "help": "state = ACC's four + incast degree and mice/elephant ratio (§4.2.1); "
+                "false: ACC's four only (the ablation of issue 9)"})
+
+
+def _features(cfg: PetConfig) -> str:
+    """The env's feature set: PET's eight, or ACC's six for the ablation."""
+    return "pet" if cfg.extra_features else "acc"
 
 
 # -- exploration (eq. 13) and the behaviour policy ---------------------------------------
@@ -223,7 +231,7 @@ def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
     torch.set_num_threads(cfg.threads)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes)
+    env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg))
     d = env.history * env.n_feat
     actor = GroupMLP(1, (d, *cfg.hidden, cfg.template.n_actions), out_gain=0.01)
     critic = GroupMLP(1, (d, *cfg.hidden, 1))
@@ -233,7 +241,7 @@ def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
         run_phase(cfg, env, actor, critic, cfg.steps, "offline", curves, rng, gen, bar)
         if cfg.online_steps > 0:
             online_env = TrainEnv(dataclasses.replace(cfg.env, scenarios=cfg.online_scenarios),
-                                  "pet", cfg.template, cfg.q_unit_paper_bytes)
+                                  "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg))
             groups = online_env.n_agents if cfg.online_per_port else 1
             actor, critic = actor.replicate(groups), critic.replicate(groups)
             run_phase(cfg, online_env, actor, critic, cfg.online_steps, "online", curves, rng,

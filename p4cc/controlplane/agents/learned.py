@@ -52,7 +52,8 @@ class LearnedAgent:
         self.settings = self.template.configs(scale)
         self.pet = name == "pet"
         self.k = int(self.meta["history"])
-        self.n_feat = PET_FEATURES if self.pet else ACC_FEATURES
+        # PET trained without its two extra features (PetConfig.extra_features) has 6
+        self.n_feat = int(self.meta.get("n_feat", PET_FEATURES if self.pet else ACC_FEATURES))
         self.incast_norm = float(self.meta.get("incast_norm", 1.0))
         n_out = self.nets["main"][-1][0].shape[0]
         n_in = self.nets["main"][0][0].shape[1]
@@ -81,8 +82,8 @@ class LearnedAgent:
         for port in sorted(obs):
             rec = obs[port]
             hist = self._hist.setdefault(port, History(self.k, self.n_feat))
-            hist.push(rec.t_s, features(rec, self.scale.buffer_bytes, self.pet,
-                                        self.incast_norm))
+            hist.push(rec.t_s, features(rec, self.scale.buffer_bytes,
+                                        self.n_feat == PET_FEATURES, self.incast_norm))
             x = hist.window(rec.t_s, rec.interval_s)
             if self.idle_rule is not None:
                 w = self.meta["reward"]
