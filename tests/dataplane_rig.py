@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from scapy.layers.inet import IP, UDP
@@ -219,12 +220,14 @@ class Rig:
 
 @contextlib.contextmanager
 def one_switch(prefix: str, switch_id: int, int_dport: int,
-               cpus: set[int] | None = None, **bmv2: Any) -> Iterator[Rig]:
+               cpus: set[int] | None = None, p4info: Path = P4INFO, p4json: Path = JSON,
+               **bmv2: Any) -> Iterator[Rig]:
     """Start the switch, route h1<->h2, make port 2 an INT sink and UDP ``int_dport`` an
     INT source.  No clone session is created (tests that want INT reports add session
     100 themselves), so a packet stream does not also load the CPU port.  ``cpus``
     pins every BMv2 thread (bounded CPU next to other jobs); ``bmv2``: more Bmv2Process
-    options (e.g. ``log_file``)."""
+    options (e.g. ``log_file``).  ``p4info``/``p4json``: another compiled program with
+    p4cc's tables (lab 1 checks a student's build); default p4cc/data/p4."""
     from p4cc.controlplane.p4runtime import P4RuntimeClient
     from p4cc.controlplane.thrift import ThriftClient
     from p4cc.topo.bmv2 import Bmv2Process
@@ -233,7 +236,7 @@ def one_switch(prefix: str, switch_id: int, int_dport: int,
         proc = Bmv2Process(prefix, 1, {1: f"{prefix}1a", 2: f"{prefix}2a"}, **bmv2)
         proc.start()
         p4rt = P4RuntimeClient(proc.grpc_addr, 1)
-        thrift = ThriftClient(f"127.0.0.1:{proc.thrift_port}", JSON)
+        thrift = ThriftClient(f"127.0.0.1:{proc.thrift_port}", p4json)
         tx, rx = raw_socket(f"{prefix}1b"), raw_socket(f"{prefix}2b")
         receiver = Receiver(rx)
         try:
@@ -243,7 +246,7 @@ def one_switch(prefix: str, switch_id: int, int_dport: int,
                     with contextlib.suppress(OSError):
                         os.sched_setaffinity(int(tid), cpus)
             p4rt.connect()
-            p4rt.set_pipeline(P4INFO, JSON)
+            p4rt.set_pipeline(p4info, p4json)
             thrift.connect()
             p4rt.set_default_action("switch_config", "set_switch_config",
                                     {"switch_id": switch_id, "elephant_bytes": 1 << 30})

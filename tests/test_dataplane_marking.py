@@ -13,7 +13,8 @@ Thresholds are written directly in packets with P4Runtime (``ecn_config`` entrie
 with the control plane's model (docs/architecture.md, RED rule).
 
 The sender paces its frames from a raw socket (prebuilt, see ``frames``) so that
-the offered rate, not the burst size, sets how fast the queue grows.
+the offered rate, not the burst size, sets how fast the queue grows; the sweep itself
+is tests/red_sweep.py, shared with lab 1's check (labs/lab1-ecn-marking/check.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from dataplane_rig import (
     skip_reason,
 )
 from red_bound import curve_failures
+from red_sweep import drain, ours, send_paced, settle, sweep
 
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.packets.int import INT_REPORT_SESSION, decode_report
@@ -72,58 +74,21 @@ def _ecn_delete(rig: Rig) -> None:
 
 
 def _send_paced(rig: Rig, frames: Sequence[bytes], pps: float) -> None:
-    t0 = time.monotonic()
-    for i, f in enumerate(frames):
-        due = t0 + i / pps
-        while (now := time.monotonic()) < due:
-            time.sleep(min(due - now, 0.002))
-        rig.tx.send(f)
+    send_paced(rig, frames, pps)
 
 
 def _drain(rig: Rig, expected: int, timeout_s: float = 30.0, quiet_s: float = 1.0) -> None:
-    """Wait until ``expected`` deliveries arrived, or none for ``quiet_s`` (frames lost;
-    long enough for BMv2 stalls on a loaded machine, so the queue is empty after)."""
-    deadline = time.monotonic() + timeout_s
-    last, last_t = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        n = rig.rx.count()
-        if n >= expected:
-            return
-        if n != last:
-            last, last_t = n, time.monotonic()
-        elif time.monotonic() - last_t > quiet_s:
-            return
-        time.sleep(0.005)
+    drain(rig, expected, timeout_s, quiet_s)
 
 
 def _sweep(rig: Rig, n_total: int, cycle: int, pps_in: float, pps_out: float,
            tos_of: dict[int, int], seq0: int = 0) -> list[Delivered]:
-    """Cycles of ``cycle`` packets offered at ``pps_in`` to a queue served at
-    ``pps_out``; each cycle starts from an empty queue."""
-    prebuilt = frames(range(seq0, seq0 + n_total), tos_of, INT_DPORT)
-    _settle(rig)
-    rig.thrift.set_queue_rate(pps_out, PORT)
-    sent = 0
-    try:
-        while sent < n_total:
-            k = min(cycle, n_total - sent)
-            _send_paced(rig, prebuilt[sent:sent + k], pps_in)
-            sent += k
-            _drain(rig, sent)
-    finally:
-        rig.thrift.set_queue_rate(1_000_000, PORT)
-    return _ours(rig.rx.take(), seq0, n_total)
+    """tests/red_sweep.py's sweep of port 2 with this module's INT flow."""
+    return sweep(rig, n_total, cycle, pps_in, pps_out, tos_of, INT_DPORT, seq0, PORT)
 
 
-def _ours(got: list[Delivered], seq0: int, n: int) -> list[Delivered]:
-    """Deliveries of this test (each test has its own sequence range)."""
-    return [d for d in got if seq0 <= d.seq < seq0 + n]
-
-
-def _settle(rig: Rig) -> None:
-    """Let anything still queued from an earlier test leave, then forget it."""
-    _drain(rig, 1 << 30, quiet_s=0.3)
-    rig.rx.take()
+_ours = ours
+_settle = settle
 
 
 def _pkt_counters(rig: Rig) -> tuple[int, int]:

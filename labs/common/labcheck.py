@@ -43,12 +43,22 @@ class Report:
         return 0
 
 
+def parser(default: Path) -> argparse.ArgumentParser:
+    """The common options of every check; a lab adds its own before parsing."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--src", type=Path, default=default,
+                   help="directory with the student's files (default: this lab)")
+    p.add_argument("--no-bmv2", action="store_true",
+                   help="skip the steps that start BMv2 (the test suite's quick run)")
+    return p
+
+
+def checked_src(src: Path) -> Path:
+    if not src.is_dir():
+        sys.exit(f"no such directory: {src}")
+    return src.resolve()
+
+
 def source_dir(default: Path) -> Path:
     """``--src DIR``: check the files in DIR (a teacher's solution) instead of the lab's."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--src", type=Path, default=default,
-                        help="directory with the student's files (default: this lab)")
-    args = parser.parse_args()
-    if not args.src.is_dir():
-        sys.exit(f"no such directory: {args.src}")
-    return args.src.resolve()
+    return checked_src(parser(default).parse_args().src)

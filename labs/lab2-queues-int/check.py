@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from labcheck import Report, source_dir  # noqa: E402
+from labcheck import Report, source_dir
 
-from p4cc.controlplane.records import PortTelemetry  # noqa: E402
-from p4cc.experiment.clicmds import INT_COLUMNS  # noqa: E402
-from p4cc.experiment.clistate import TelemetryCsv  # noqa: E402
+from p4cc.controlplane.records import PortTelemetry
+from p4cc.experiment.clicmds import INT_COLUMNS
+from p4cc.experiment.clistate import TelemetryCsv
 
 
 def sample(tmp: Path) -> tuple[Path, Path, list[float]]:

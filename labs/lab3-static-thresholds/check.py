@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from labcheck import Report, source_dir  # noqa: E402
+from labcheck import Report, source_dir
 
 SETTINGS = ("secn0", "secn1", "secn2")
 WORKLOADS = ("incast", "websearch")

@@ -16,12 +16,12 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from labcheck import Report, source_dir  # noqa: E402
+from labcheck import Report, source_dir
 
-from p4cc.hostcc import dcqcn  # noqa: E402
-from p4cc.hostcc.dcqcn_core import init_state  # noqa: E402
-from p4cc.hostcc.dcqcn_params import DcqcnParams, dcqcn_params  # noqa: E402
-from p4cc.scale import get_scale  # noqa: E402
+from p4cc.hostcc import dcqcn
+from p4cc.hostcc.dcqcn_core import init_state
+from p4cc.hostcc.dcqcn_params import DcqcnParams, dcqcn_params
+from p4cc.scale import get_scale
 
 METRICS = {"alpha_after": ("higher", "lower", "same"), "rate_min": ("higher", "lower", "same"),
            "rate_recovered": ("higher", "lower", "same")}

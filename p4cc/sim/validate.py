@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -71,11 +71,16 @@ def dcqcn_fairness(n: int = 8, scale: str = "paper", setting: str = "VENDOR",
 
 def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
                      policy: rlcc_policies.Policy | None = None, seed: int = 0,
-                     stagger_rtts: float = 0.0) -> dict[str, Any]:
+                     stagger_rtts: float = 0.0, target: float = rlcc.DEFAULT_TARGET,
+                     beta: float = rlcc.DEFAULT_BETA,
+                     signal: Literal["rtt", "qdepth"] = "rtt") -> dict[str, Any]:
     """N flows into one port; flow i starts at i·``stagger_rtts`` base RTTs (each at the
     line rate, into the flows already there).  Measured over the second half of ``rtts``
     base RTTs (default max(4000, 32·N): N flows starting at line rate need ~log_1.2(N)
-    cuts of one RTT each, the RTT growing with the start-up queue)."""
+    cuts of one RTT each, the RTT growing with the start-up queue).  ``target``/``beta``:
+    the reward's δ = target − max(inflation − β, 0)·√rate the hosts feed the policy
+    (a policy trained for other values runs unchanged; lab 6 changes them).  ``signal``:
+    ``qdepth`` feeds δ from the INT path-max queue (RlccHook) instead of the RTT."""
     rtts = max(4000, 32 * n) if rtts is None else rtts
     senders = min(n, 63)
     topo = parse_topo(f"star,hosts={senders + 1}", scale)
@@ -83,7 +88,8 @@ def rlcc_fixed_point(n: int = 8, scale: str = "paper", rtts: int | None = None,
     if not 0 <= stagger_rtts * (n - 1) < rtts / 2:
         raise ConfigError(f"stagger_rtts={stagger_rtts}: every flow must start in the first "
                           f"half of the {rtts} RTTs (need 0 <= stagger_rtts·(N−1) < rtts/2)")
-    params = rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc), pkt_bytes=sc.pkt_bytes)
+    params = rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc), pkt_bytes=sc.pkt_bytes,
+                             target=target, beta=beta, signal=signal)
     hook = RlccHook(params, policy or rlcc_policies.ReferencePolicy(),
                     rlcc_rule.decision_interval_s(sc))  # the hosts' decision clock
     eng = Engine(topo, _incast(n, senders, stagger_rtts * sc.base_rtt_s),
