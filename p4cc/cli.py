@@ -32,6 +32,7 @@ BENCHMARKS = {
     "traffic": "p4cc.bench.traffic:run",
     "sim": "p4cc.bench.sim:run",
     "agents": "p4cc.bench.agents:run",
+    "rlcc": "p4cc.bench.rlcc:run",
     "sweep": "p4cc.bench.sweep:run",
     "calibrate": "p4cc.bench.calibrate:run",
     "testbed": "p4cc.bench.testbed:run",

@@ -233,6 +233,8 @@ SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
 #: Names of the PI baseline (ReferencePolicy).  Plain ``rlcc`` means it until a trained
 #: policy meets issue 11's bar (utilisation >= 0.9, Jain >= 0.95, no loss, 2..8192 flows).
 PI_NAMES = ("", "pi", "reference")
+#: ``rlcc:<name>-int8``: int8-quantised inference of the policy <name>.
+INT8_SUFFIX = "-int8"
 
 
 def parse_rate(text: str) -> float:
@@ -248,7 +250,12 @@ def parse_rate(text: str) -> float:
 
 def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
     """The policy of ``rlcc:<arg>``: ``pi`` (or empty, or the old name ``reference``: the
-    PI baseline), a shipped name, or a file."""
+    PI baseline), a shipped name, or a file; a ``-int8`` suffix quantises the windowed
+    MLP or tree policy it names (``adpg-mlp-int8``, p4cc.hostcc.rlcc_int8)."""
+    if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
+        from p4cc.hostcc.rlcc_int8 import quantize
+
+        return quantize(policy_by_name(arg[: -len(INT8_SUFFIX)], params), target=params.target)
     if arg in PI_NAMES:
         return ReferencePolicy()
     if arg in SHIPPED:

@@ -28,12 +28,13 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 
+from p4cc.errors import ConfigError
 from p4cc.hostcc import rlcc, rlcc_rule
 from p4cc.hostcc.rlcc_policy_base import Policy, PolicyState
 from p4cc.learn.rlcc_nets import TorchLstm, TorchMlp, windows
@@ -72,6 +73,9 @@ class AdpgConfig:
         "help": "action-smoothing loss coefficient (consecutive tanh outputs)"})
     lr: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     grad_clip: float = field(default=1.0, metadata={"help": "gradient norm clip"})
+    signal: str = field(default="rtt", metadata={
+        "help": "rtt, or qdepth: the INT variant (δ from the path's largest queue, NVIDIA "
+                "RL-CC eq. 6)"})
     window: int = field(default=2, metadata={"help": "mlp: observations per input"})
     mlp_hidden: tuple[int, ...] = field(default=(12,), metadata={
         "help": "mlp hidden sizes (NVIDIA §4.1: input → 12 → 1)"})
@@ -221,7 +225,8 @@ class Episode:
         topo = parse_topo(f"star,hosts={hosts}", get_scale(cfg.scale))
         sc = self.scale = topo.scale
         self.params = rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc), target=cfg.target,
-                                      beta=cfg.beta, pkt_bytes=sc.pkt_bytes)
+                                      beta=cfg.beta, pkt_bytes=sc.pkt_bytes,
+                                      signal=signal_of(cfg))
         self.recorder = Recorder(policy)
         self.hook = RlccHook(self.params, self.recorder, rlcc_rule.decision_interval_s(sc))
         seed = int(rng.integers(2**31))
@@ -321,6 +326,13 @@ def _final(curves: Curves, last: int = 20) -> dict[str, float]:
     rows = curves.rows[-last:]
     keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))] if rows else []
     return {k: round(float(np.mean([r[k] for r in rows])), 6) for k in keys}
+
+
+def signal_of(cfg: AdpgConfig) -> Literal["rtt", "qdepth"]:
+    """The core's signal for ``cfg.signal`` (raises on anything else)."""
+    if cfg.signal not in ("rtt", "qdepth"):
+        raise ConfigError(f"signal={cfg.signal!r}: choose rtt or qdepth (INT)")
+    return "qdepth" if cfg.signal == "qdepth" else "rtt"
 
 
 def config_from(**over: Any) -> AdpgConfig:

@@ -27,6 +27,20 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compare", metavar="NAMES",
                    help="rlcc: instead of training, compare RL-CC policies (comma list of "
                         "rlcc:<name> names or files, e.g. pi,adpg-mlp) and DCQCN on N→1")
+    p.add_argument("--evaluate", metavar="SCENARIO",
+                   choices=("many-to-one", "all-to-all", "long-short", "operating-points"),
+                   help="rlcc: instead of training, run one evaluation scenario "
+                        "(p4cc.learn.rlcc_scenarios) for the CCs of --compare (default "
+                        "adpg-mlp,adpg-trees,pi,dcqcn) at each --eval-ns (flows; hosts for "
+                        "all-to-all; flows in all for long-short; N→1 for operating-points)")
+    p.add_argument("--rtts", type=int,
+                   help="rlcc --evaluate: base RTTs per run (default: the scenario's)")
+    p.add_argument("--jitter", type=float, metavar="RTTS",
+                   help="rlcc --evaluate: long flows start uniformly in [0, RTTS) base RTTs "
+                        "(seeded; default 0: together, fair by symmetry)")
+    p.add_argument("--floor", type=float, metavar="FRAC",
+                   help="rlcc --evaluate many-to-one: RL-CC rate floor / line rate (default "
+                        "1/1000, which N > 1000 flows alone exceed)")
     p.add_argument("--distill", metavar="TEACHER_NPZ",
                    help="rlcc: instead of training, distil this windowed MLP policy into "
                         "<= 10 trees of depth <= 4 (LightGBM) and evaluate both")
@@ -45,6 +59,10 @@ def run(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], An
         return 0
     if args.distill:
         return _distill(args, cfg.scale)
+    if args.evaluate:
+        from p4cc.learn.rlcc_scenario_cli import run_scenario
+
+        return run_scenario(args, cfg.scale)
     if args.compare:
         return _compare(args, cfg.scale)
     name = args.name or f"rlcc-{cfg.arch}-seed{cfg.seed}"
@@ -52,7 +70,8 @@ def run(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], An
     summary = None
     if args.eval_ns:
         ns = tuple(int(x) for x in args.eval_ns.split(",") if x)
-        rows = rlcc_eval.evaluate(res["model"].export(), ns, scale=cfg.scale)
+        rows = rlcc_eval.evaluate(res["model"].export(), ns, scale=cfg.scale,
+                                  signal=rlcc_adpg.signal_of(cfg))
         summary = rlcc_eval.summary(rows)
         add_to_sidecar(res["sidecar"], "evaluation", summary)
         print(rlcc_eval.table(rows))

@@ -9,7 +9,7 @@ RL-CC eq. 2).  The bar (issue 11): utilisation >= 0.9, Jain >= 0.95, no loss.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from p4cc.hostcc.rlcc_policy_base import Policy
 from p4cc.sim.validate import rlcc_fixed_point
@@ -23,12 +23,14 @@ DEFAULT_STAGGERS = (0.0, 10.0)
 
 def evaluate(policy: Policy | None, ns: tuple[int, ...] = DEFAULT_NS, scale: str = "paper",
              rtts: int | None = None, seed: int = 0,
-             staggers: tuple[float, ...] = DEFAULT_STAGGERS) -> list[dict[str, Any]]:
-    """One row per (start pattern, N) (``policy=None``: the PI baseline), ``meets_bar``."""
+             staggers: tuple[float, ...] = DEFAULT_STAGGERS,
+             signal: Literal["rtt", "qdepth"] = "rtt") -> list[dict[str, Any]]:
+    """One row per (start pattern, N) (``policy=None``: the PI baseline), ``meets_bar``;
+    ``signal="qdepth"``: the INT variant's input."""
     rows = []
     for stagger, n in ((s, n) for s in staggers for n in ns):
         r = rlcc_fixed_point(n, scale=scale, rtts=rtts, policy=policy, seed=seed,
-                             stagger_rtts=stagger)
+                             stagger_rtts=stagger, signal=signal)
         r["inflation_error"] = r["rtt_inflation"] / r["expected_inflation"] - 1.0
         r["meets_bar"] = bool(r["utilization"] >= BAR_UTIL and r["jain"] >= BAR_JAIN
                               and r["lost_bytes"] == 0.0)

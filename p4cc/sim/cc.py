@@ -147,7 +147,10 @@ class RlccHook:
     With ``policy=None`` the hook takes no decision by itself: ``decide`` applies actions
     given from outside (the gym environment, whose step is the decision clock), through
     ``rlcc.step``.  Inflation is RTT / ``params.base_rtt_s`` (every path of the built-in
-    topologies has the scale's base RTT).
+    topologies has the scale's base RTT), or with ``params.signal == "qdepth"`` (the INT
+    variant, NVIDIA RL-CC eq. 6) 1 + Q·8/(base RTT·line rate), Q the largest queue on
+    the flow's path when its RTT probe passed (the engine delivers it with the RTT answer
+    to a hook whose ``uses_int`` is true; ``int_last`` keeps each slot's latest, packets).
     """
 
     name = "rlcc"
@@ -160,6 +163,8 @@ class RlccHook:
         self.policy: rlcc_policies.Policy = _External() if policy is None else policy
         self.rule = RlccRule(params, self.policy, decision_interval_s)
         self.flows = self.rule.init(0)
+        self.uses_int = params.signal == "qdepth"
+        self.int_last = np.full(0, np.nan)
 
     @property
     def state(self) -> rlcc.RlccState:
@@ -168,9 +173,12 @@ class RlccHook:
 
     def grow(self, cap: int, t: float) -> None:
         self.flows = self.rule.grow(self.flows, cap)
+        self.int_last = np.concatenate([self.int_last, np.full(cap - self.int_last.size,
+                                                                np.nan)])
 
     def reset_slots(self, slots: IntArray, t: float, line_bps: FloatArray) -> None:
         self.rule.reset(self.flows, slots)
+        self.int_last[slots] = np.nan
 
     def on_cnp(self, t: float, mask: BoolArray) -> None:
         pass
@@ -178,10 +186,13 @@ class RlccHook:
     def on_sent(self, t: float, nbytes: FloatArray) -> None:
         pass
 
-    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray) -> None:
+    def on_rtt(self, t: float, mask: BoolArray, rtt_s: FloatArray,
+               max_qdepth_pkts: FloatArray | None = None) -> None:
+        if max_qdepth_pkts is not None:
+            self.int_last = np.where(mask, max_qdepth_pkts, self.int_last)
         if self.external or not mask.any():
             return
-        self.flows = self.rule.on_rtt_sample(self.flows, t, mask, rtt_s)
+        self.flows = self.rule.on_rtt_sample(self.flows, t, mask, rtt_s, max_qdepth_pkts)
 
     def on_nack(self, t: float, mask: BoolArray) -> None:
         if self.external or not mask.any():
@@ -192,10 +203,15 @@ class RlccHook:
         """Apply ``actions`` (one per flow in ``mask``, in slot order) through rlcc.step."""
         assert isinstance(self.policy, _External)
         self.policy.pending = np.asarray(actions, dtype=np.float64)
-        infl = rlcc.rtt_inflation(np.nan_to_num(rtt_s, nan=self.params.base_rtt_s),
-                                  self.params.base_rtt_s)
+        infl = self.inflation(rtt_s)
         cc = rlcc.step(self.flows.cc, self.params, self.policy, infl, mask)
         self.flows = replace(self.flows, cc=cc)
+
+    def inflation(self, rtt_s: FloatArray) -> FloatArray:
+        """Each slot's inflation on its latest signal (no sample yet: 1)."""
+        rtt = np.nan_to_num(rtt_s, nan=self.params.base_rtt_s)
+        q = None if not self.uses_int else np.nan_to_num(self.int_last[:rtt.size], nan=0.0)
+        return rlcc.inflation_from(self.params, rtt, q)
 
     def rate(self, t: float) -> FloatArray:
         return self.flows.rate

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -90,6 +91,10 @@ class Engine(SlotPool):
         # RTT samples nobody reads (a CC without delay, no host traces) are not taken
         self._probes = (cfg.rtt_probes if cfg.rtt_probes is not None
                         else cfg.host_traces or bool(getattr(self.cc, "uses_rtt", True)))
+        # INT: each RTT answer also carries the path's largest queue (packets) at probe time,
+        # for a hook that asks for it (RL-CC's queue-length variant, NVIDIA RL-CC eq. 6)
+        self._int = self._probes and bool(getattr(self.cc, "uses_int", False))
+        self._int_hook: Any = self.cc if self._int else None  # on_rtt(t, mask, rtt, depth)
         self._dep_q = np.zeros(fab.n_ports + 1)
         self._q_new = np.zeros(fab.n_ports + 1)
         self._out: tuple[np.ndarray, ...] = ()
@@ -237,7 +242,10 @@ class Engine(SlotPool):
             back &= self.fb_gen[k] == self.gen
             if np.count_nonzero(back):
                 self.rtt_last[back] = rr[back]
-                cc.on_rtt(t0, back & act, self.rtt_last)
+                if self._int:
+                    self._int_hook.on_rtt(t0, back & act, self.rtt_last, self.fb_int[k])
+                else:
+                    cc.on_rtt(t0, back & act, self.rtt_last)
             rr[:] = np.nan
             self._n_rtt[k] = False
         # 3. inject, 4. queues, 5. delivery (p4cc.sim.kernel: compiled with numba)
@@ -284,6 +292,8 @@ class Engine(SlotPool):
             ring = (steps + kk) % self.Dr
             self.fb_rtt[ring, idx] = val
             self.fb_gen[ring, idx] = self.gen[idx]
+            if self._int:  # (the padding queue never holds bytes)
+                self.fb_int[ring, idx] = q[self.path[idx]].max(axis=1) * self._inv_pkt
             self._n_rtt[ring] = True
             self.next_probe[idx] = t0 + self.probe_interval
         self.t, self.steps = t1, steps + 1

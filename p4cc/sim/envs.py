@@ -20,13 +20,14 @@ all stepped together once per interval Δt.  Per agent:
 agent deciding once per base RTT.  Observation per flow (δ, previous action), action per
 flow a multiplicative rate change in [1/1.2, 1.2], reward per flow −δ² (REFERENCE §3),
 all through p4cc.hostcc.rlcc.step.  ``step`` returns the mean reward; per-flow rewards
-are ``info["rewards"]``.
+are ``info["rewards"]``.  ``signal="qdepth"``: the INT variant -- δ from the largest queue
+on the flow's path (delivered with each RTT answer) instead of the RTT.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -177,14 +178,16 @@ class RlccEnv(gym.Env[np.ndarray, np.ndarray]):
     def __init__(self, n_flows: int = 16, senders: int = 8, scale: str = "paper",
                  episode_steps: int = 200, decision_s: float | None = None,
                  dt_s: float | None = None, target: float = rlcc.DEFAULT_TARGET,
-                 beta: float = rlcc.DEFAULT_BETA) -> None:
+                 beta: float = rlcc.DEFAULT_BETA,
+                 signal: Literal["rtt", "qdepth"] = "rtt") -> None:
         if not 1 <= senders <= 63 or n_flows < 1:
             raise ConfigError("RlccEnv needs 1..63 senders and at least one flow")
         self.topo = parse_topo(f"star,hosts={senders + 1}", get_scale(scale))
         self.scale = self.topo.scale
         self.n, self.senders, self.episode_steps = n_flows, senders, episode_steps
         self.params = rlcc.RlccParams(self.scale.link_rate_bps, rlcc.norm_rtt_s(self.scale),
-                                      target=target, beta=beta, pkt_bytes=self.scale.pkt_bytes)
+                                      target=target, beta=beta, pkt_bytes=self.scale.pkt_bytes,
+                                      signal=signal)
         self.decision_s = decision_s or self.scale.base_rtt_s
         self.cfg = SimConfig(cc="rlcc", dt_s=dt_s, host_traces=False,
                              rtt_probe_interval_s=self.decision_s,
@@ -231,10 +234,9 @@ class RlccEnv(gym.Env[np.ndarray, np.ndarray]):
         mask[slots] = True
         hook.decide(mask, eng.rtt_last, np.asarray(action, dtype=np.float64).reshape(-1))
         eng.run(eng.t + self.decision_s)
-        # δ of the new state: latest RTT sample, current rate (what the next decision sees)
-        infl = rlcc.rtt_inflation(np.nan_to_num(eng.rtt_last[slots],
-                                                nan=self.params.base_rtt_s),
-                                  self.params.base_rtt_s)
+        # δ of the new state: latest RTT sample (signal "qdepth": its INT path-max queue),
+        # current rate (what the next decision sees)
+        infl = hook.inflation(eng.rtt_last)[slots]
         rate = hook.state.rate[slots] / self.params.line_rate_bps
         delta = rlcc.compute_delta(infl, rate, self.params.target, self.params.beta)
         hook.state.delta[slots] = delta

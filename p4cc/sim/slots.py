@@ -60,6 +60,8 @@ class SlotPool:
     fb_cnp: np.ndarray
     fb_lost: np.ndarray
     fb_rtt: np.ndarray
+    fb_int: np.ndarray  # INT: path-max queue depth (packets) of each RTT answer
+    _int: bool  # RTT answers carry INT (the CC hook asks for it)
     remaining: np.ndarray  # bytes still to inject (lost bytes come back here)
     delivered: np.ndarray  # bytes delivered to the receiver
     size: np.ndarray  # bytes on the wire (payload + per-packet headers)
@@ -141,6 +143,10 @@ class SlotPool:
         if rt is not None:
             self.fb_rtt[:, :old] = rt
             self.fb_gen[:, :old] = rg
+        ri = g("fb_int")  # INT max queue depth (packets) of each RTT answer, if asked for
+        self.fb_int = np.zeros((rows if self._int else 1, cap))
+        if ri is not None and ri.shape[0] == self.fb_int.shape[0]:
+            self.fb_int[:, :old] = ri
         self.free.extend(range(cap - 1, old - 1, -1))
         self.cap = cap
         self.cc.grow(cap, self.t)
