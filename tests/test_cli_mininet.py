@@ -5,6 +5,7 @@ process started inside a host."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,28 @@ def test_p4cc_shell_reads_a_table_of_a_live_switch(tmp_path: Path) -> None:
     assert "s1:1: " in out and "error" not in out.lower(), out[-3000:]
     assert "started [1]" in out and "[1] stopped" in out
     assert "hop 0: switch 1 port 1->3" in out, out[-3000:]  # INT of h1 -> h3 through s1
+
+
+def test_cli_swaps_learned_agents_live(tmp_path: Path) -> None:
+    from p4cc.controlplane.agents.learned import DEFAULT_CHECKPOINTS
+
+    missing = [a for a, p in DEFAULT_CHECKPOINTS.items() if not p.is_file()]
+    if missing:
+        pytest.skip(f"no shipped checkpoint for {missing} (p4cc/data/agents)")
+    with running_cli(tmp_path, "--agent", "hold", "--interval", "0.1") as (proc, _state):
+        # marking off at first, so ACC's idle-queue rule (queue below Kmin) cannot keep
+        # it quiet: its first interval writes every port; then PET takes over
+        script = ("thresholds s1\nagent s1 acc\nagents\nsh sleep 2\nthresholds s1\n"
+                  "agent s1 pet\nagents\nsh sleep 2\nthresholds s1\nexit\n")
+        out, _ = proc.communicate(script, timeout=180)
+    assert proc.returncode == 0, out[-3000:]
+    assert "s1: now acc" in out and f"s1: acc ({DEFAULT_CHECKPOINTS['acc']})" in out
+    assert "s1: now pet" in out and f"s1: pet ({DEFAULT_CHECKPOINTS['pet']})" in out
+    first, after_acc, after_pet = (out.split("agent s1 acc")[0], out.split("s1: now acc")[1],
+                                   out.split("s1: now pet")[1])
+    assert "marking off" in first
+    for text in (after_acc, after_pet):  # every port of s1 has thresholds now
+        lines = [ln for ln in (re.sub(r"^((p4cc|mininet)> )+", "", x)
+                               for x in text.splitlines())
+                 if ln.startswith("s1:") and "(to h" in ln]
+        assert len(lines) >= 3 and all("Kmin=" in ln for ln in lines[:3]), text[-2000:]

@@ -6,32 +6,20 @@ from collections.abc import Iterator
 
 import pytest
 
-from p4cc.bench.controlloop import connected_switch, skip_reason
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import INTERVAL_REGISTERS, TelemetryPoller
-from p4cc.errors import P4ccError
 from p4cc.topo.spec import parse_topo
+from tests.live_switch import live_switch
 
 pytestmark = pytest.mark.bmv2
 
 
 @pytest.fixture(scope="module")
 def ctl() -> Iterator[SwitchControl]:
-    reason = skip_reason()
-    if reason:
-        pytest.skip(reason)
-    pytest.importorskip("thrift")
-    from p4cc.controlplane.thrift import load_runtime_modules
-
-    try:
-        load_runtime_modules()
-    except P4ccError as exc:
-        pytest.skip(str(exc))
-    topo = parse_topo("leafspine,spines=2,leaves=2,hosts=2")
-    spec = topo.switch("leaf1")
-    with connected_switch(spec, topo) as control:
-        control.setup(static_setting("secn1", topo.scale))
+    topo = "leafspine,spines=2,leaves=2,hosts=2"
+    secn1 = static_setting("secn1", parse_topo(topo).scale)
+    with live_switch(topo, "leaf1", secn1) as control:
         yield control
 
 

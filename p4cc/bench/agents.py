@@ -9,9 +9,11 @@ Cases (one JSON object each):
   hosts per leaf: 16 agents): environment steps (intervals) per second, and agent-steps
   (one port's transition) per second, including the learning updates.  Skipped without
   torch.
-* ``controlloop_bmv2_<algo>``: the control-loop time per switch with the agent in charge
-  on BMv2 (goal ≤ 5 ms, 8 ports): skipped with the reason (BMv2 absent, or not yet
-  wired: issue 9 follow-up).
+* ``controlloop_bmv2_<agent>`` (secn1, acc, pet): the control-loop time per switch per
+  interval with the agent in charge on a real BMv2 switch of 8 ports under a standing
+  load (p4cc.bench.controlloop.measure_agent: poll, decision, write; goal ≤ 5 ms).  ACC
+  and PET load the shipped checkpoints (p4cc/data/agents) or, without them, random
+  weights of the paper's size.  Skipped with the reason without BMv2 or root.
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from p4cc.bench.controlloop import skip_reason
-from p4cc.controlplane.agents.learned import LearnedAgent
+from p4cc.bench.controlloop import loaded_skip_reason, measure_agent
+from p4cc.controlplane.agents.learned import DEFAULT_CHECKPOINTS, LearnedAgent
 from p4cc.controlplane.agents.mlp import save_npz
 from p4cc.controlplane.agents.state import ACC_FEATURES, PET_FEATURES
+from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.agents.template import ACC_TEMPLATE, PET_TEMPLATE
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.scale import get_scale
@@ -112,19 +115,48 @@ def training(algo: str, steps: int = 300) -> dict[str, Any]:
             "agent_steps_per_s": round(steps * agents / wall, 1), "wall_s": round(wall, 2)}
 
 
-def cases(steps: int, reps: int) -> Iterator[dict[str, Any]]:
+def controlloop(name: str, steps: int = 200, interval_s: float = 0.05) -> dict[str, Any]:
+    """``controlloop_bmv2_<name>``: p4cc.bench.controlloop.measure_agent with ``name``."""
+    case: dict[str, Any] = {"case": f"controlloop_bmv2_{name}"}
+    reason = loaded_skip_reason()
+    if reason is not None:
+        return {**case, "skipped": reason, "goal_ms": 5.0}
+    scale = get_scale("testbed")
+    weights = "static"
+    with tempfile.TemporaryDirectory() as tmp:
+        if name in DEFAULT_CHECKPOINTS:
+            path = DEFAULT_CHECKPOINTS[name]
+            if not path.is_file():
+                path = random_checkpoint(Path(tmp) / f"{name}.npz", name)
+            weights = str(path) if path == DEFAULT_CHECKPOINTS[name] else "random"
+            agent = make_agent(f"{name}:{path}", scale)
+        else:
+            agent = make_agent(name, scale)
+        return {**case, "weights": weights, **measure_agent(agent, steps, interval_s)}
+
+
+def cases(steps: int, reps: int, loop_steps: int = 200,
+          agents: Sequence[str] = ("secn1", "acc", "pet")) -> Iterator[dict[str, Any]]:
     for algo in ("acc", "pet"):
         yield decision(algo, reps=reps)
     for algo in ("acc", "pet"):
         yield training(algo, steps)
-    reason = skip_reason() or "not wired yet: the BMv2 agent runs are the issue 9 follow-up"
-    for algo in ("acc", "pet"):
-        yield {"case": f"controlloop_bmv2_{algo}", "skipped": reason, "goal_ms": 5.0}
+    for name in agents:
+        yield controlloop(name, loop_steps)
 
 
 def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     parser = argparse.ArgumentParser(prog="p4cc bench agents")
     parser.add_argument("--steps", type=int, default=300, help="training intervals to time")
     parser.add_argument("--reps", type=int, default=2000, help="decisions to time")
+    parser.add_argument("--loop-steps", type=int, default=200,
+                        help="control-loop steps to time per agent on BMv2")
+    parser.add_argument("--only", choices=("decision", "train", "controlloop"),
+                        help="run only these cases")
     args = parser.parse_args(list(argv))
-    return cases(args.steps, args.reps)
+    if args.only == "controlloop":
+        return (controlloop(n, args.loop_steps) for n in ("secn1", "acc", "pet"))
+    out = cases(args.steps, args.reps, args.loop_steps)
+    if args.only is not None:
+        return (c for c in out if c["case"].startswith(args.only))
+    return out

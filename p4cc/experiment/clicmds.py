@@ -149,8 +149,8 @@ class TestbedCommands:
         return "\n".join(out)
 
     def agents(self, line: str = "") -> str:
-        """The agent in charge of each switch."""
-        return "\n".join(f"{name}: {loop.agent.name}"
+        """The agent in charge of each switch (and the checkpoint a learned one loaded)."""
+        return "\n".join(f"{name}: {loop.agent.name}" + _checkpoint(loop.agent)
                          for name, loop in sorted(self.session.loops.items()))
 
     def top(self, line: str = "") -> str:
@@ -236,3 +236,10 @@ class TestbedCommands:
     def close(self) -> None:
         self.jobs.stop("all")
         self.int.stop()
+
+
+def _checkpoint(agent: object) -> str:
+    """`` (<path>)`` for an agent that loaded a checkpoint (ACC, PET, their online
+    variants), else ''."""
+    path = getattr(agent, "path", None) or getattr(getattr(agent, "base", None), "path", None)
+    return f" ({path})" if path is not None else ""

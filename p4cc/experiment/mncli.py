@@ -90,6 +90,8 @@ def run_cli(topo_text: str, scale: str = "testbed", interval_s: float = 0.5,
                         make_cli(fabric, cmds)
                     finally:
                         cmds.close()
+                # `agent s1 acc:online`: the fine-tuned weights go beside the telemetry
+                session.agents.finish(state_dir, log.info)
             finally:
                 stop_host_processes(fabric)
     finally:

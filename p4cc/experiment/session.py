@@ -29,7 +29,7 @@ from types import TracebackType
 from typing import Any
 
 from p4cc.controlplane.agents.base import Agent
-from p4cc.controlplane.agents.static import HoldAgent, make_agent
+from p4cc.controlplane.agents.static import HoldAgent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.loop import ControlLoop, LoopConfig, LoopStats, PollSink
 from p4cc.controlplane.p4runtime import P4RuntimeClient
@@ -37,6 +37,7 @@ from p4cc.controlplane.records import PortKey, PortTelemetry
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.thrift import ThriftClient
 from p4cc.errors import ConfigError, SwitchError
+from p4cc.experiment.agents import RunAgents
 from p4cc.topo.build import Fabric
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,11 @@ class FabricSession:
                  on_telemetry: TelemetrySink | None = None,
                  on_action: ActionSink | None = None,
                  on_poll: PollSink | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 agents: RunAgents | None = None) -> None:
         self.controls = dict(controls)
+        #: makes every switch's agent by name (also acc:online, pet:online)
+        self.agents = agents or RunAgents()
         self.on_poll = on_poll
         self.config = config or SessionConfig()
         self.loop_config = LoopConfig(interval_s=float(self.config.interval_s))
@@ -155,7 +159,7 @@ class FabricSession:
         return self
 
     def _agent(self, name: str | None, switch: str, ctl: SwitchControl) -> Agent:
-        agent: Agent = make_agent(name, ctl.scale) if name else HoldAgent()
+        agent: Agent = self.agents.make(name, ctl.scale) if name else HoldAgent()
         if self.on_action is not None:
             agent = _RecordingAgent(agent, switch, self.on_action, self.now)
         return agent

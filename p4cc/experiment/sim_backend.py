@@ -17,11 +17,11 @@ import pandas as pd
 
 from p4cc.analysis.runs import FLOW_RECORD_COLUMNS
 from p4cc.controlplane.agents.base import Agent
-from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
-from p4cc.errors import ConfigError, P4ccError
+from p4cc.errors import ConfigError
 from p4cc.experiment import chameleon
+from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.spec import OUTPUTS
 from p4cc.sim.cc import sim_host_cc_names
 from p4cc.sim.config import SimConfig, refuse_unsupported
@@ -67,8 +67,9 @@ class SimBackend:
                            "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
         fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
+        run_agents = RunAgents(seed=int(sink.seed))  # acc:online: fine-tuned in the run
         with chameleon.links(fabric):
-            agents: dict[str, Agent] = {sw.name: make_agent(agent_name, topo.scale)
+            agents: dict[str, Agent] = {sw.name: run_agents.make(agent_name, topo.scale)
                                         for sw in topo.switches}
         eng_box: list[Engine] = []
 
@@ -99,6 +100,7 @@ class SimBackend:
                  f"cc_params={cfg.cc_params} cnp_interval={eng.cnp_interval:g}s")
         eng.run(float(spec.duration_s))
         sink.flows(flow_rows(eng))
+        run_agents.finish(sink.path, sink.log)
 
 
 def _events(ev: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -115,8 +117,9 @@ def _apply(eng: Engine, sw: str, agent: Agent, obs: Mapping[int, PortTelemetry],
             if not isinstance(setting, EcnConfig):
                 raise ConfigError(f"agent {agent.name} returned {setting!r} for port {port}")
             setting.validate(int(eng.fabric.buffer_bytes[eng.fabric.port((sw, port))]))
-    except P4ccError as exc:  # fail-safe: keep the last valid thresholds
-        sink.log(f"agent {agent.name} on {sw} failed ({exc}); keeping its last settings")
+    except Exception as exc:  # fail-safe (any agent bug): keep the last valid thresholds
+        sink.log(f"agent {agent.name} on {sw} failed ({type(exc).__name__}: {exc}); "
+                 f"keeping its last settings")
         return
     for port, setting in todo.items():
         eng.set_ecn((sw, port), setting)

@@ -77,14 +77,23 @@ class LearnedAgent:
         key = f"{rec.switch}:{rec.port}"
         return key if key in self.nets else "main"
 
-    def act(self, obs: Mapping[int, PortTelemetry]) -> Mapping[int, EcnConfig]:
-        busy: dict[str, list[tuple[int, np.ndarray]]] = {}
+    def observe(self, obs: Mapping[int, PortTelemetry]) -> dict[int, np.ndarray]:
+        """Push this interval's features of every port into its history; returns each
+        port's state, the k-interval window (k·n_feat,), oldest first."""
+        out: dict[int, np.ndarray] = {}
         for port in sorted(obs):
             rec = obs[port]
             hist = self._hist.setdefault(port, History(self.k, self.n_feat))
             hist.push(rec.t_s, features(rec, self.scale.buffer_bytes,
                                         self.n_feat == PET_FEATURES, self.incast_norm))
-            x = hist.window(rec.t_s, rec.interval_s)
+            out[port] = hist.window(rec.t_s, rec.interval_s)
+        return out
+
+    def act(self, obs: Mapping[int, PortTelemetry]) -> Mapping[int, EcnConfig]:
+        busy: dict[str, list[tuple[int, np.ndarray]]] = {}
+        states = self.observe(obs)
+        for port in sorted(obs):
+            rec, x = obs[port], states[port]
             if self.idle_rule is not None:
                 w = self.meta["reward"]
                 r = float(acc_reward(rec.utilization, rec.qlen_avg_bytes, self.levels,

@@ -23,6 +23,7 @@ import pandas as pd
 
 from p4cc.constants import ROCE_PORT
 from p4cc.experiment import chameleon_bmv2
+from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.backend import Progress, RunSink
 from p4cc.experiment.bmv2 import collect
 from p4cc.experiment.bmv2 import control as ctlmod
@@ -94,6 +95,8 @@ class _Run:
         self.collectors: list[Any] = []
         self.sampler: SwitchSampler | None = None
         self.chameleon: chameleon_bmv2.Bmv2Chameleon | None = None
+        #: the switches' agents (acc:online / pet:online: fine-tuned, written at the end)
+        self.agents = RunAgents(seed=int(sink.seed))
         self.t0_mono = 0.0
         self.t0_epoch = 0.0
 
@@ -103,6 +106,7 @@ class _Run:
 
     # -- the run ---------------------------------------------------------------------
     def play(self) -> None:
+        self.agents.check(self.agent_name)  # e.g. acc:online without torch: before BMv2
         try:
             self._start_fabric()
             # CHAMELEON: one controller beside the session (None for per-switch agents)
@@ -146,7 +150,7 @@ class _Run:
             self.fabric, SessionConfig(interval_s=float(self.spec.interval_s),
                                        agent=self.agent_name, history=False),
             on_telemetry=self.records.telemetry, on_action=self.records.actions,
-            on_poll=self.records.poll, clock=time.monotonic)
+            on_poll=self.records.poll, clock=time.monotonic, agents=self.agents)
         self.session.open()
         for line in ctlmod.prioritise_switches(self.fabric, self.topo, SWITCH_NICE):
             self.sink.log(line)
@@ -223,6 +227,10 @@ class _Run:
         if self.session is not None:
             for name, stats in self.session.stats().items():
                 self.sink.table("loop_stats", [{"switch": name, **vars(stats)}])
+            try:
+                self.agents.finish(self.root, self.sink.log)
+            except Exception as exc:  # saving fine-tuned weights must not lose the run
+                problems.append(f"online agents' weights: {type(exc).__name__}: {exc}")
             try:
                 if self.t0_epoch:
                     self._judge()

@@ -1,0 +1,109 @@
+"""Online fine-tuning during a deployment run (``acc:online``, ``pet:online``):
+resolution by name in p4cc.experiment.agents, learning from the run's transitions, the
+weights written to the run directory, and the error without torch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from p4cc.bench.agents import random_checkpoint, synthetic_records
+from p4cc.controlplane.agents.learned import LearnedAgent
+from p4cc.controlplane.agents.mlp import load_npz
+from p4cc.controlplane.agents.static import make_agent
+from p4cc.errors import ConfigError
+from p4cc.experiment.agents import RunAgents, online_parts
+from p4cc.scale import get_scale
+
+SCALE = get_scale("testbed")
+
+
+def _changed(before: list, after: list) -> bool:
+    return any(not np.allclose(w0, w1) or not np.allclose(b0, b1)
+               for (w0, b0), (w1, b1) in zip(before, after, strict=True))
+
+
+def test_online_names() -> None:
+    assert online_parts("acc:online") == ("acc", None)
+    assert online_parts("PET:online:/x/pet.npz") == ("pet", "/x/pet.npz")
+    assert online_parts("acc") is None and online_parts("acc:/x/online.npz") is None
+    assert online_parts("secn1:online") is None
+
+
+def test_without_torch_a_clear_config_error(monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    agents = RunAgents()
+    for name in ("acc:online", "pet:online"):
+        with pytest.raises(ConfigError, match=r"pip install -e '\.\[train\]'"):
+            agents.check(name)
+        with pytest.raises(ConfigError, match=r"train extra"):
+            agents.make(f"{name}:{random_checkpoint(tmp_path / 'a.npz', name[:3])}", SCALE)
+    agents.check("acc")  # the deployed agents need no torch
+    assert agents.online == {}
+
+
+@pytest.mark.parametrize("algo", ["acc", "pet"])
+def test_online_agent_learns_from_its_transitions(tmp_path: Path, algo: str) -> None:
+    pytest.importorskip("torch")
+    from p4cc.learn.online import OnlineConfig
+
+    base = random_checkpoint(tmp_path / f"{algo}.npz", algo)
+    agents = RunAgents(config=OnlineConfig(seed=3, settings=(
+        ("learning_starts", 4), ("batch_size", 8)) if algo == "acc" else (("rollout", 8),)))
+    agent = agents.make(f"{algo}:online:{base}", SCALE)
+    assert agent.name == f"{algo}:online"
+    other = agents.make(f"{algo}:online:{base}", SCALE)  # a second switch, same run
+    assert len(agents.online) == 1 and len(agents.online[f"{algo}:online:{base}"].agents) == 2
+    agent.reset({p: None for p in range(1, 5)})
+    rng = np.random.default_rng(0)
+    assert agent.act({}) == {}
+    n_changes = 0
+    for k in range(20):
+        recs = synthetic_records("testbed", 4, 0.01 * (k + 1), rng)
+        out = agent.act(recs)
+        n_changes += len(out)
+        assert all(cfg in agent.base.settings for cfg in out.values())  # type: ignore[attr-defined]
+    assert n_changes > 0 and agent.updates > 0  # type: ignore[attr-defined]
+    main = load_npz(base)[0]["main"]
+    tuned = agent.layers()  # type: ignore[attr-defined]
+    assert sorted(tuned) == [f"s1:{p}" for p in range(1, 5)]
+    assert all(_changed(main, layers) for layers in tuned.values())
+    assert other.layers() == {}  # type: ignore[attr-defined]  # never acted
+    paths = agents.finish(tmp_path / "run", log=lambda line: None)
+    assert [p.name for p in paths] == [f"{algo}-online.npz", f"{algo}-online.json"]
+    side = json.loads(paths[1].read_text())
+    assert side["base_checkpoint"] == str(base) and side["seed"] == 3 and side["command"]
+    assert side["agents"][0]["updates"] == agent.updates  # type: ignore[attr-defined]
+    # the fine-tuned file is a checkpoint the deployed (numpy) agent loads
+    deployed = make_agent(f"{algo}:{paths[0]}", SCALE)
+    assert isinstance(deployed, LearnedAgent) and "s1:1" in deployed.nets
+    assert not _changed(deployed.nets["s1:1"], tuned["s1:1"])
+
+
+@pytest.mark.slow
+def test_sim_run_with_acc_online_writes_fine_tuned_weights(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from p4cc.experiment.runner import run_spec
+    from p4cc.experiment.spec import parse_spec
+
+    base = random_checkpoint(tmp_path / "acc.npz", "acc")
+    doc = {"name": "online", "backend": "sim", "topology": "star,hosts=4",
+           "scale": "testbed", "duration_s": 1.5, "interval_s": 0.01, "seed": 2,
+           "agents": [f"acc:online:{base}"],
+           "workloads": [{"type": "websearch", "load": 0.7, "size_scale": "bdp"}]}
+    (path,) = run_spec(parse_spec(doc), out=tmp_path / "run",
+                       progress=lambda label, d: (lambda t: None))
+    npz, side = path / "acc-online.npz", path / "acc-online.json"
+    assert npz.is_file() and side.is_file()
+    doc_side = json.loads(side.read_text())
+    assert doc_side["seed"] == 2 and doc_side["agents"][0]["updates"] > 0
+    nets, meta = load_npz(npz)
+    assert meta["online"]["tuned"] == [f"s1:{p}" for p in range(1, 5)]
+    main = load_npz(base)[0]["main"]
+    assert all(_changed(main, nets[f"s1:{p}"]) for p in range(1, 5))
+    assert "fine-tuned weights" in (path / "log.txt").read_text()
