@@ -7,8 +7,10 @@ what to do, and exits 0 only if no step failed (skips do not fail a check).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 
 class Report:
@@ -62,3 +64,17 @@ def checked_src(src: Path) -> Path:
 def source_dir(default: Path) -> Path:
     """``--src DIR``: check the files in DIR (a teacher's solution) instead of the lab's."""
     return checked_src(parser(default).parse_args().src)
+
+
+def load_student(path: Path, rep: Report) -> ModuleType | None:
+    """Import the student's ``path`` (e.g. ``analysis.py``); a FAIL line naming the
+    exception and None if importing it raises."""
+    spec = importlib.util.spec_from_file_location(f"student_{path.stem}", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as exc:
+        rep.fail(f"import {path.name}", f"it raised {type(exc).__name__}: {exc}")
+        return None
+    return mod

@@ -8,13 +8,12 @@ int.csv (p4cc.experiment.clicmds.INT_COLUMNS) whose answers it knows, then calls
 from __future__ import annotations
 
 import csv
-import importlib.util
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from labcheck import Report, source_dir
+from labcheck import Report, load_student, source_dir
 
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.experiment.clicmds import INT_COLUMNS
@@ -46,13 +45,8 @@ def sample(tmp: Path) -> tuple[Path, Path, list[float]]:
 def main() -> int:
     src = source_dir(Path(__file__).resolve().parent)
     rep = Report("lab 2 (queues and INT)")
-    spec = importlib.util.spec_from_file_location("student_analysis", src / "analysis.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except Exception as exc:
-        rep.fail("import analysis.py", f"it raised {type(exc).__name__}: {exc}")
+    mod = load_student(src / "analysis.py", rep)
+    if mod is None:
         return rep.done()
     with tempfile.TemporaryDirectory() as d:
         tele, ints, queue = sample(Path(d))

@@ -14,10 +14,10 @@ in your run is what the numbers must describe.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "common"))
-from labcheck import Report, checked_src, parser
+from labcheck import Report, checked_src, load_student, parser
 
 AGENTS = ("acc", "pet")
 KEYS = ("kmin_kb", "kmax_kb", "pmax", "changes")
@@ -85,44 +85,37 @@ def same(got: Any, want: dict[str, float], tol: float = 1e-6) -> bool:
     return isinstance(got, dict) and all(close(got.get(k), want[k], tol) for k in KEYS)
 
 
-def load_student(src: Path, rep: Report) -> ModuleType | None:
-    spec = importlib.util.spec_from_file_location("student_lab5", src / "analysis.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
+def _attempt(rep: Report, name: str, step: str, fn: Callable[[], bool]) -> bool:
+    """``fn()``'s verdict; a FAIL naming the README step if the student's function is
+    not implemented yet, or naming the exception it raised."""
     try:
-        spec.loader.exec_module(mod)
+        return fn()
+    except NotImplementedError:
+        rep.fail(name, f"not implemented yet: README step {step}")
     except Exception as exc:
-        rep.fail("import analysis.py", f"it raised {type(exc).__name__}: {exc}")
-        return None
-    return mod
+        rep.fail(name, f"raised {type(exc).__name__}: {exc}")
+    return False
 
 
 def known_answers(mod: ModuleType, rep: Report) -> bool:
     d = sample()
-    try:
+
+    def setting_at() -> bool:
         got = {k: mod.setting_at(d, *k) for k in SAMPLE_AT}
-        ok1 = rep.check(all((g is None and w is None) or (g is not None and w is not None and all(
+        return rep.check(all((g is None and w is None) or (g is not None and w is not None and all(
             close(a, b) for a, b in zip(g, w, strict=True))) for g, w in
             ((got[k], SAMPLE_AT[k]) for k in SAMPLE_AT)),
             "setting_at: the setting in force at a time",
             f"on the table\n{d}\n      expected {SAMPLE_AT}, got {got}")
-    except NotImplementedError:
-        rep.fail("setting_at", "not implemented yet: README step 3")
-        ok1 = False
-    except Exception as exc:
-        rep.fail("setting_at", f"raised {type(exc).__name__}: {exc}")
-        ok1 = False
-    try:
+
+    def window() -> bool:
         gotw = {k: mod.window(d, *k) for k in SAMPLE_WINDOWS}
-        ok2 = rep.check(all(same(gotw[k], w) for k, w in SAMPLE_WINDOWS.items()),
-                        "window: time-weighted settings and changes in a window",
-                        f"on the table\n{d}\n      expected {SAMPLE_WINDOWS}, got {gotw}")
-    except NotImplementedError:
-        rep.fail("window", "not implemented yet: README step 4")
-        ok2 = False
-    except Exception as exc:
-        rep.fail("window", f"raised {type(exc).__name__}: {exc}")
-        ok2 = False
+        return rep.check(all(same(gotw[k], w) for k, w in SAMPLE_WINDOWS.items()),
+                         "window: time-weighted settings and changes in a window",
+                         f"on the table\n{d}\n      expected {SAMPLE_WINDOWS}, got {gotw}")
+
+    ok1 = _attempt(rep, "setting_at", "3", setting_at)
+    ok2 = _attempt(rep, "window", "4", window)
     return ok1 and ok2
 
 
@@ -193,7 +186,7 @@ def main() -> int:
     args = p.parse_args()
     src = checked_src(args.src)
     rep = Report("lab 5 (learning the threshold)")
-    mod = load_student(src, rep)
+    mod = load_student(src / "analysis.py", rep)
     if mod is None:
         return rep.done()
     if known_answers(mod, rep):

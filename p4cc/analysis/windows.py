@@ -18,7 +18,7 @@ from itertools import pairwise
 import numpy as np
 import pandas as pd
 
-from p4cc.analysis.metrics import class_thresholds, sized_flows
+from p4cc.analysis.metrics import class_thresholds, fct_by_class, sized_flows
 from p4cc.analysis.runs import Run
 from p4cc.analysis.stats import mean_ci
 from p4cc.errors import ConfigError
@@ -45,27 +45,25 @@ def window_labels(edges: Sequence[float]) -> list[str]:
         [f"[{edges[-1]:g}, end)"]
 
 
-def _p99(x: pd.Series) -> float:
-    return float(np.percentile(x, 99)) if len(x) else math.nan
+def _cell_of(table: pd.DataFrame, cls: str, col: str) -> float:
+    return float(table.at[cls, col]) if cls in table.index else math.nan  # type: ignore[arg-type]
 
 
 def run_windows(run: Run, edges: Sequence[float]) -> pd.DataFrame:
-    """One row per window of one run: the FCT statistics of the flows that started in it."""
+    """One row per window of one run: the FCT statistics (p4cc.analysis.metrics.
+    fct_by_class) of the flows that started in it."""
     f = sized_flows(run)
     mice_b, ele_b = class_thresholds(run)
-    labels = window_labels(edges)
     idx = np.searchsorted(np.asarray(edges), f["start_s"].astype(float).to_numpy(),
                           side="right") if len(f) else np.zeros(0, int)
     rows = []
-    for i, label in enumerate(labels):
-        w = f[idx == i]
-        size, fct = w["size_bytes"], w["fct_s"]
-        mice, ele = fct[size < mice_b], fct[size >= ele_b]
-        rows.append({"window": label, "mice_avg_s": float(mice.mean()) if len(mice) else
-                     math.nan, "mice_p99_s": _p99(mice),
-                     "elephant_avg_s": float(ele.mean()) if len(ele) else math.nan,
-                     "all_avg_s": float(fct.mean()) if len(fct) else math.nan,
-                     "flows": float(len(w))})
+    for i, label in enumerate(window_labels(edges)):
+        c = fct_by_class(f[idx == i], mice_b, ele_b)  # empty frame for a window without flows
+        rows.append({"window": label, "mice_avg_s": _cell_of(c, "mice", "avg_s"),
+                     "mice_p99_s": _cell_of(c, "mice", "p99_s"),
+                     "elephant_avg_s": _cell_of(c, "elephant", "avg_s"),
+                     "all_avg_s": _cell_of(c, "all", "avg_s"),
+                     "flows": float(np.count_nonzero(idx == i))})
     return pd.DataFrame(rows)
 
 

@@ -52,6 +52,7 @@ from p4cc.hostcc.rlcc_policy_base import (
     WindowedPolicy,
     apply_output,
 )
+from p4cc.hostcc.rlcc_trees import leaf_index
 
 IntArray = npt.NDArray[np.int64]
 #: Q-format of the action from the lookup table: action = LUT[code] / 2^16.
@@ -233,15 +234,8 @@ class Int8Trees(_Int8Base):
     def forward_int(self, u: IntArray) -> IntArray:
         if u.dtype.kind not in "iu":
             raise ConfigError("forward_int takes integer codes")
-        n, t = u.shape[0], self.feat.shape[0]
-        idx = np.zeros((n, t), dtype=np.int64)
-        cols, rows = np.arange(t)[None, :], np.arange(n)[:, None]
-        for _ in range(self.depth):
-            leaf = self.left[cols, idx] < 0
-            f = np.where(leaf, 0, self.feat[cols, idx])
-            go_right = u[rows, f] > self.tq[cols, idx]
-            child = np.where(go_right, self.right[cols, idx], self.left[cols, idx])
-            idx = np.where(leaf, idx, child)
+        idx = leaf_index(u, self.feat, self.tq, self.left, self.right, self.depth)
+        cols = np.arange(self.feat.shape[0])[None, :]
         acc = self.base_q + self.leaf_q[cols, idx].sum(axis=1)
         half = np.int64(1) << (LEAF_BITS - 1)
         return np.clip((acc + half) >> LEAF_BITS, -CODE_MAX, CODE_MAX)

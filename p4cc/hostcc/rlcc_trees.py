@@ -47,6 +47,23 @@ from p4cc.hostcc.rlcc_policy_base import (
 )
 
 
+def leaf_index(x: np.ndarray, feat: np.ndarray, thr: np.ndarray, left: np.ndarray,
+               right: np.ndarray, depth: int) -> np.ndarray:
+    """(n, trees) node index of the leaf each row of ``x`` reaches in each tree: go right
+    when x[feature] > threshold; a node with ``left < 0`` is a leaf.  Shared by the float
+    trees and their int8 copy (``x`` and ``thr`` then hold bin codes)."""
+    n, t = x.shape[0], feat.shape[0]
+    idx = np.zeros((n, t), dtype=np.int64)
+    cols, rows = np.arange(t)[None, :], np.arange(n)[:, None]
+    for _ in range(depth):
+        leaf = left[cols, idx] < 0
+        f = np.where(leaf, 0, feat[cols, idx])
+        go_right = x[rows, f] > thr[cols, idx]
+        child = np.where(go_right, right[cols, idx], left[cols, idx])
+        idx = np.where(leaf, idx, child)
+    return idx
+
+
 class TreePolicy(WindowedPolicy):
     """A boosted ensemble of binary trees over a window of observations."""
 
@@ -72,16 +89,8 @@ class TreePolicy(WindowedPolicy):
         return int(self.feat.shape[0])
 
     def predict(self, x: FloatArray) -> FloatArray:
-        n, t = x.shape[0], self.n_trees
-        idx = np.zeros((n, t), dtype=np.int64)
-        cols = np.arange(t)[None, :]
-        rows = np.arange(n)[:, None]
-        for _ in range(self.depth):
-            leaf = self.left[cols, idx] < 0
-            f = np.where(leaf, 0, self.feat[cols, idx])
-            go_right = x[rows, f] > self.thr[cols, idx]
-            child = np.where(go_right, self.right[cols, idx], self.left[cols, idx])
-            idx = np.where(leaf, idx, child)
+        idx = leaf_index(x, self.feat, self.thr, self.left, self.right, self.depth)
+        cols = np.arange(self.n_trees)[None, :]
         return self.base + self.scale * self.value[cols, idx].sum(axis=1)
 
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
