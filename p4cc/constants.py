@@ -121,6 +121,9 @@ PACKET_IN_BYTES = header_bytes(_P4, "packet_in_t")
 INT_REPORT_SESSION = clone_session(_P4)
 #: Entries of every per-port register (MAX_PORTS in headers.p4): ports 0..MAX_PORTS-1.
 MAX_PORTS = register_size(_P4, "q_enq_sum")
-#: 64-bit words of each port's distinct-flow bitmaps (BITMAP_WORDS in headers.p4).
-BITMAP_WORDS = register_size(_P4, "incast_bits") // MAX_PORTS
+#: 64-bit words of each port's distinct-flow bitmaps (BITMAP_WORDS in headers.p4).  The
+#: epoch program (register tel_epoch) keeps them as 2 banks of 32-bit cells, 4 cells per
+#: word (p4cc.controlplane.epoch).
+BITMAP_WORDS = register_size(_P4, "incast_bits") // MAX_PORTS // (
+    4 if any(r["name"].endswith(".tel_epoch") for r in _P4["register_arrays"]) else 1)
 del _P4

@@ -69,3 +69,20 @@ def test_calibration_cache_roundtrip(tmp_path: Path, monkeypatch: pytest.MonkeyP
     path = budget.save(cal)
     assert path.parent == tmp_path and budget.load("build-x") == cal
     assert budget.load("another build") == budget.UNCALIBRATED
+
+
+def test_measured_use_and_the_comparison_with_the_prediction() -> None:
+    cpu = [{"t_s": 0.0, "switch": "s1", "cpu_s": 1.0}, {"t_s": 10.0, "switch": "s1", "cpu_s": 4.0},
+           {"t_s": 0.0, "switch": "s2", "cpu_s": 0.5}, {"t_s": 10.0, "switch": "s2", "cpu_s": 2.5}]
+    hosts = [{"host": "h1", "cpu_run_s": 3.0}, {"host": "h2", "cpu_run_s": float("nan")}]
+    used = budget.measured(cpu, hosts, runner_cpu_s=1.0, duration_s=10.0)
+    assert used == {"switch_cpu_s": 5.0, "host_cpu_s": 3.0, "runner_cpu_s": 1.0,
+                    "cpu_s_per_s": 0.9}
+    spec = load_spec(DATA_DIR / "testbed.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, spec.seeds[0], topo)
+    cmp = budget.comparison(topo, sched, float(spec.duration_s), float(spec.interval_s), used,
+                            budget.UNCALIBRATED)
+    assert cmp["predicted_cpu_s_per_s"] > 0
+    assert cmp["used_over_predicted"] == pytest.approx(0.9 / cmp["predicted_cpu_s_per_s"])
+    assert cmp["calibration"]["calibrated"] is False

@@ -160,3 +160,33 @@ def test_report_flags_unfaithful_runs_first(tmp_path: Path) -> None:
     assert "`secn1`: **faithful**" in text and "`secn2`: **UNFAITHFUL: port_rate" in text
     summary = text.split("## Summary")[1]
     assert "secn2 (UNFAITHFUL)" in summary and "secn1 (UNFAITHFUL)" not in summary
+
+
+def _bursty(n: int = 40, pps: float = 500.0, depth_pkts: float = 25.0,
+            wait_per_pkt_s: float = 1 / 1250) -> pd.DataFrame:
+    """A port whose queue builds in bursts and drains within each interval: it sends
+    less than its packet rate, and its packets wait ``wait_per_pkt_s`` per packet ahead."""
+    t = _tele(n=n, pps=pps, depth_pkts=depth_pkts)
+    t["sojourn_avg_s"] = depth_pkts * wait_per_pkt_s
+    return t
+
+
+def test_bursty_port_dequeuing_at_its_rate_is_faithful() -> None:
+    # 500 of 1250 pps with a mean enqueue depth of 25: the queue drained between
+    # bursts; each packet waited 0.8 ms (one packet time) per packet ahead of it
+    v = _judge(_bursty(wait_per_pkt_s=1.03 / 1250))
+    assert v.faithful, v.summary()
+    assert v.checks["port_rate"]["checked"] == 40
+
+
+def test_port_dequeuing_slower_than_its_rate_is_unfaithful() -> None:
+    v = _judge(_bursty(wait_per_pkt_s=1.25 / 1250))  # 1 ms per packet: 1000 pps
+    assert not v.faithful and v.checks["port_rate"]["violations"] == 40
+    reason = v.violations[v.violations["check"] == "port_rate"].iloc[0]["reason"]
+    assert "dequeued at 1000 pps of the configured 1250 (-20.0 %)" in reason
+
+
+def test_port_serving_more_than_its_rate_is_unfaithful() -> None:
+    v = _judge(_bursty(pps=1500))  # +20 %: the interval's reads were far apart
+    assert v.checks["port_rate"]["violations"] == 40
+    assert "more than the port can send" in v.violations.iloc[0]["reason"]

@@ -1,14 +1,17 @@
 """Epoch telemetry (p4cc.controlplane.epoch): the poller gives the same per-interval
-figures from the epoch program as from read-and-reset, on a model of both data planes.
+figures from the epoch program as from read-and-reset, on a model of both data planes
+(p4src/include/telemetry.p4 and its -DP4CC_READ_RESET build, packet by packet).
 
-The live version of this test (a ``bmv2`` test on simple_switch_grpc) needs the epoch
-P4 program compiled; until then the model below is the data plane's specification.
+The live version on simple_switch_grpc is tests/test_epoch_live.py.
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from p4cc.constants import BITMAP_WORDS
 from p4cc.controlplane import epoch
@@ -17,6 +20,7 @@ from p4cc.scale import Scale
 
 PORTS = 8
 BM = PORTS * BITMAP_WORDS
+CELLS = PORTS * BITMAP_WORDS * 2  # epoch program: 32-bit bitmap cells, 8 per port
 
 
 class ModelPlane:
@@ -24,15 +28,17 @@ class ModelPlane:
 
     def __init__(self, epoch_program: bool) -> None:
         self.ep = epoch_program
-        bank = 2 if epoch_program else 1
         self.registers: dict[str, list[int]] = {
             "q_enq_sum": [0] * PORTS, "q_enq_cnt": [0] * PORTS, "q_sojourn_sum": [0] * PORTS,
-            "q_enq_max": [0] * PORTS * bank, "incast_bits": [0] * BM * bank,
-            "flow_bits": [0] * BM * bank, "elephant_bits": [0] * BM * bank,
             "flow_bytes_r0": [0] * 16, "flow_bytes_r1": [0] * 16}
-        if epoch_program:
-            self.registers.update({"tel_epoch": [0], "q_max_tag": [0] * PORTS * 2,
-                                   "incast_tag": [0] * BM * 2, "flow_tag": [0] * BM * 2})
+        if epoch_program:  # two banks of tagged cells
+            self.registers.update({"tel_epoch": [0], "q_enq_max": [0] * PORTS * 2,
+                                   "incast_bits": [0] * CELLS * 2,
+                                   "flow_bits": [0] * CELLS * 2,
+                                   "elephant_bits": [0] * CELLS * 2})
+        else:
+            self.registers.update({"q_enq_max": [0] * PORTS, "incast_bits": [0] * BM,
+                                   "flow_bits": [0] * BM, "elephant_bits": [0] * BM})
         self.resets = 0
 
     # -- the control plane's view (RegisterAccess) -----------------------------------
@@ -53,9 +59,9 @@ class ModelPlane:
         r["q_enq_sum"][port] += depth
         r["q_enq_cnt"][port] += 1
         r["q_sojourn_sum"][port] += sojourn
-        si, sb = port * BITMAP_WORDS + src_bit // 64, 1 << (src_bit % 64)
-        fi, fb = port * BITMAP_WORDS + flow_bit // 64, 1 << (flow_bit % 64)
         if not self.ep:
+            si, sb = port * BITMAP_WORDS + src_bit // 64, 1 << (src_bit % 64)
+            fi, fb = port * BITMAP_WORDS + flow_bit // 64, 1 << (flow_bit % 64)
             r["q_enq_max"][port] = max(r["q_enq_max"][port], depth)
             r["incast_bits"][si] |= sb
             r["flow_bits"][fi] |= fb
@@ -63,19 +69,22 @@ class ModelPlane:
             return
         e = r["tel_epoch"][0]
         b = e & 1
+
+        def restart(name: str, i: int) -> int:
+            """The cell's value, 0 if another epoch wrote it (the P4's tag test)."""
+            c = r[name][i]
+            return c & epoch.VALUE_MASK if c >> 32 == e else 0
+
         pi = b * PORTS + port
-        fresh = r["q_max_tag"][pi] != e
-        r["q_enq_max"][pi] = depth if fresh else max(r["q_enq_max"][pi], depth)
-        r["q_max_tag"][pi] = e
-        si2, fi2 = b * BM + si, b * BM + fi
-        fresh = r["incast_tag"][si2] != e
-        r["incast_bits"][si2] = sb if fresh else r["incast_bits"][si2] | sb
-        r["incast_tag"][si2] = e
-        fresh = r["flow_tag"][fi2] != e
-        eb = fb if elephant else 0
-        r["flow_bits"][fi2] = fb if fresh else r["flow_bits"][fi2] | fb
-        r["elephant_bits"][fi2] = eb if fresh else r["elephant_bits"][fi2] | eb
-        r["flow_tag"][fi2] = e
+        old = r["q_enq_max"][pi]
+        r["q_enq_max"][pi] = epoch.cell(e, depth if old >> 32 != e else max(old & 0xFFFFFFFF,
+                                                                             depth))
+        si, sb = b * CELLS + port * 8 + src_bit // 32, 1 << (src_bit % 32)
+        fi, fb = b * CELLS + port * 8 + flow_bit // 32, 1 << (flow_bit % 32)
+        r["incast_bits"][si] = epoch.cell(e, restart("incast_bits", si) | sb)
+        r["flow_bits"][fi] = epoch.cell(e, restart("flow_bits", fi) | fb)
+        r["elephant_bits"][fi] = epoch.cell(e, restart("elephant_bits", fi)
+                                            | (fb if elephant else 0))
 
 
 class NoCounters:
@@ -110,9 +119,41 @@ def test_epoch_and_read_reset_give_the_same_intervals() -> None:
         assert old.resets >= 6 * len(INTERVAL_REGISTERS) and new.resets <= 2 * 7
 
 
+def test_tags_matter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader that ignores the tags (or a data plane that never restarts a cell)
+    reports stale maxima and bits from two epochs back: the equivalence above fails."""
+    def untagged(cells: list[int], ep: int) -> list[int]:
+        size = len(cells) // 2
+        return [c & epoch.VALUE_MASK for c in cells[(ep & 1) * size:(ep & 1) * size + size]]
+
+    monkeypatch.setattr(epoch, "closed_bank", untagged)
+    assert any(_records(ModelPlane(False), seed) != _records(ModelPlane(True), seed)
+               for seed in range(5))
+
+
 def test_detection_and_bank_selection() -> None:
     assert epoch.is_epoch_program(["MyEgress.telemetry.tel_epoch", "x"])
     assert not epoch.is_epoch_program(["MyEgress.telemetry.q_enq_max"])
-    values, tags = [5, 6, 7, 8], [3, 1, 3, 2]  # bank 0: cells 0-1, bank 1: cells 2-3
-    assert epoch.closed_bank(values, tags, 3) == [7, 0]  # epoch 3 wrote bank 1
-    assert epoch.closed_bank(values, tags, 2) == [0, 0]
+    cells = [epoch.cell(3, 5), epoch.cell(1, 6), epoch.cell(3, 7), epoch.cell(2, 8)]
+    assert epoch.closed_bank(cells, 3) == [7, 0]  # epoch 3 wrote bank 1 (cells 2-3)
+    assert epoch.closed_bank(cells, 2) == [0, 0]
+    assert epoch.closed_bank([epoch.cell(2**32 + 4, 9), 0], 4) == [9]  # 32-bit tags wrap
+    # cells 2w, 2w+1 -> word w: bit b of the bitmap is bit b % 64 of word b // 64
+    assert epoch.join_cells([1, 1 << 31, 0, 2]) == [1 | 1 << 63, 1 << 33]
+    assert epoch.interval_sums({"q": [5, 2]}, None) == {"q": [5, 2]}
+    assert epoch.interval_sums({"q": [5, 2]}, {"q": [3, 4]}) == {"q": [2, 2]}
+
+
+def test_poller_continues_from_the_switchs_epoch() -> None:
+    """A second poller on the same switch (e.g. after a control-loop restart) takes up
+    the epoch the data plane is in instead of assuming 0."""
+    old, new = ModelPlane(False), ModelPlane(True)
+    assert _records(old, 1) == _records(new, 1)
+    assert new.registers["tel_epoch"][0] == 7  # prime + 6 polls
+    a, b = _records(old, 2), _records(new, 2)  # new pollers, same switches
+    assert a[1:] == b[1:]
+    # the first interval's drop estimate subtracts the queue's growth since the primed
+    # mean depth: since the old poller's last reset (read-and-reset) or since the switch
+    # started (epoch, which has no "last reset"); everything else agrees
+    assert [{p: replace(r, drops_pkts=0) for p, r in a[0].items()}] == [
+        {p: replace(r, drops_pkts=0) for p, r in b[0].items()}]

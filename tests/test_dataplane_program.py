@@ -99,10 +99,13 @@ def test_counters(p4info, name):
 def test_registers_and_packet_in(p4info):
     regs = {n.rsplit(".", 1)[-1]: b for b in _blocks(p4info, "registers")
             for n in _names(b)[:1]}
-    for name in ("q_enq_sum", "q_enq_cnt", "q_enq_max", "q_sojourn_sum"):
+    for name in ("q_enq_sum", "q_enq_cnt", "q_sojourn_sum"):
         assert "size: 64" in regs[name]
+    # epoch telemetry (issue 10): q_enq_max and the bitmaps in two banks of tagged cells
+    # (64 ports; bitmaps 8 cells of 32 bits per port), one-cell tel_epoch
+    assert "size: 128" in regs["q_enq_max"] and "size: 1\n" in regs["tel_epoch"]
     for name in ("incast_bits", "flow_bits", "elephant_bits"):
-        assert "size: 256" in regs[name] and "bitwidth: 64" in regs[name]
+        assert "size: 1024" in regs[name] and "bitwidth: 64" in regs[name]
     for name in ("flow_bytes_r0", "flow_bytes_r1"):
         assert "size: 4096" in regs[name]
     pin = _blocks(p4info, "controller_packet_metadata")
@@ -122,7 +125,8 @@ def test_json_report_field_list_and_clone():
     # one action: BMv2 locks the register arrays an action uses for the whole action
     up = next(a for a in j["actions"] if a["name"].endswith("telemetry.update_all"))
     kinds = [p["op"] for p in up["primitives"]]
-    assert kinds.count("register_read") == 9 and kinds.count("register_write") == 9
+    # 9 statistics read and written, plus the read of tel_epoch (epoch telemetry)
+    assert kinds.count("register_read") == 10 and kinds.count("register_write") == 9
     others = [a["name"] for a in j["actions"] if a is not up
               and any(p["op"].startswith("register_") for p in a["primitives"])]
     assert others == []

@@ -143,3 +143,35 @@ def test_train_cli_overrides() -> None:
     with pytest.raises(ConfigError):
         apply_overrides(cfg, ["nope=1"])
     assert any("gamma" in line for line in config_help(cfg))
+
+
+def test_idle_ports_weigh_nothing_in_the_ddqn_loss() -> None:
+    from p4cc.learn.env import busy
+
+    obs = np.zeros((3, 2 * 6), np.float32)
+    obs[0, 6] = 0.3  # queue in the latest interval
+    obs[1, 7] = 0.5  # traffic in the latest interval
+    obs[2, 0:2] = 0.9  # only an older interval was busy: idle now
+    assert busy(obs, 6).tolist() == [True, True, False]
+    torch.manual_seed(0)
+    qnet, target = GroupMLP(1, (2, 4, 3)), GroupMLP(1, (2, 4, 3))
+    b = {"obs": torch.randn(1, 4, 2), "next_obs": torch.randn(1, 4, 2),
+         "act": torch.tensor([[0, 1, 2, 1]]), "rew": torch.rand(1, 4)}
+    w = torch.tensor([[1.0, 1.0, 0.0, 0.0]])
+    first_two = {k: v[:, :2] for k, v in b.items()}
+    weighted = acc.ddqn_loss(qnet, target, {**b, "w": w}, 0.9)
+    assert weighted.item() == pytest.approx(acc.ddqn_loss(qnet, target, first_two, 0.9).item())
+    # replay keeps the weight through sampling and the global exchange
+    rng = np.random.default_rng(0)
+    mem = ReplayMemory(n_agents=2, obs_dim=2, local_capacity=20, global_capacity=40)
+    for t in range(10):
+        o = np.full((2, 2), t, np.float32)
+        mem.add(o, np.zeros(2, np.int64), np.zeros(2, np.float32), o, np.array([1.0, 0.0]))
+    s = mem.sample(rng, 16)
+    assert s.weight is not None
+    np.testing.assert_array_equal(s.weight, np.repeat([[1.0], [0.0]], 16, axis=1))
+    mem.exchange(rng, push=5, pull=10)
+    np.testing.assert_array_equal(mem.local.weight[:, :20] == 1.0,
+                                  mem.local.agent[:, :20] == 0)
+    t = acc.to_tensors(s, 1)
+    assert t["w"].shape == t["rew"].shape == (1, 32)

@@ -152,3 +152,52 @@ def test_without_extra_features_the_ablation_trains_and_deploys_on_six(tmp_path:
     full = pet.train(pet.PetConfig(seed=2, steps=40, env=env, rollout=20), tmp_path / "f",
                      progress=False, command=["p4cc", "train", "pet"])
     assert LearnedAgent("pet", get_scale("testbed"), full["checkpoint"]).n_feat == 8
+
+
+def test_entropy_bonus_in_the_actor_loss() -> None:
+    uniform = torch.zeros(2, 4)
+    assert pet.entropy(uniform).item() == pytest.approx(np.log(4))
+    peaked = torch.tensor([[20.0, 0.0, 0.0, 0.0]])
+    assert pet.entropy(peaked).item() < 1e-6
+    act, eps = torch.tensor([0]), torch.tensor([0.0])
+    logits = torch.tensor([[1.0, 0.0, -1.0, 0.5]], requires_grad=True)
+    old = pet.mixed_log_prob(logits, act, eps).detach()
+    adv = torch.tensor([1.0])
+    base = pet.actor_loss(logits, act, eps, old, adv, 0.2, 0.0)
+    assert base.item() == pytest.approx(pet.policy_loss(old, old, adv, 0.2).item())
+    with_h = pet.actor_loss(logits, act, eps, old, adv, 0.2, 0.5)
+    assert with_h.item() == pytest.approx(base.item() - 0.5 * pet.entropy(logits).item())
+    # with no advantage the bonus alone pushes the policy towards uniform
+    loss = pet.actor_loss(logits, act, eps, old, torch.zeros(1), 0.2, 0.5)
+    loss.backward()
+    assert logits.grad is not None
+    assert logits.grad[0, 0] > 0 > logits.grad[0, 2]  # lowers the top, raises the bottom
+    assert pet.PetConfig().entropy_coef > 0
+
+
+def test_pet_reward_shift_guard_tells_short_queues_apart() -> None:
+    from p4cc.controlplane.agents.state import pet_reward
+
+    q = np.array([0.0, 5_000.0, 20_000.0, 200_000.0])
+    floor = pet_reward(np.zeros(4), q, 20_000, 0.3, 0.7)
+    shift = pet_reward(np.zeros(4), q, 20_000, 0.3, 0.7, guard="shift")
+    assert floor[0] == floor[1] == floor[2]  # the floor is flat below one unit
+    np.testing.assert_allclose(shift, 0.7 / (1.0 + q / 20_000))
+    assert shift[0] > shift[1] > shift[2] > shift[3] > 0
+    with pytest.raises(Exception, match="guard"):
+        pet_reward(0.5, 0.0, 20_000, 0.3, 0.7, guard="none")
+
+
+def test_train_env_features_use_the_configured_scaling() -> None:
+    from p4cc.controlplane.agents.state import features
+
+    for scaling in ("log", "linear"):
+        cfg = EnvConfig(topo="star,hosts=4", intervals=3, scenarios=("websearch",),
+                        load=(0.8, 0.8), feature_scaling=scaling)
+        env = TrainEnv(cfg, "pet", PET_TEMPLATE)
+        env.reset(seed=2)
+        obs, *_ = env.step(np.full(env.n_agents, 5))
+        want = np.stack([features(next(r for r in env._last if r.key == k),
+                                  env.scale.buffer_bytes, True, env.incast_norm, scaling)
+                         for k in env.keys])
+        np.testing.assert_allclose(obs[:, -8:], want, rtol=1e-6)

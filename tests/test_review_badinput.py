@@ -102,7 +102,8 @@ def test_pacer_refuses_more_classes_than_a_tc_minor_holds() -> None:
 def test_interrupted_start_stops_the_switch(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     fake = tmp_path / "simple_switch_grpc"
-    fake.write_text('#!/bin/sh\ncase "$1" in --help) echo "--thrift-port"; exit 0;; esac\n'
+    fake.write_text('#!/bin/sh\ncase "$1" in --help) echo "--thrift-port --priority-queues"; '
+                    'exit 0;; esac\n'
                     "exec sleep 30\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     bmv2.binary_options.cache_clear()
@@ -201,7 +202,8 @@ def test_missing_thrift_module_is_named_at_once_and_the_switch_stopped(
     from p4cc.errors import ToolMissingError
 
     fake = tmp_path / "simple_switch_grpc"
-    fake.write_text('#!/bin/sh\ncase "$1" in --help) echo "--thrift-port"; exit 0;; esac\n'
+    fake.write_text('#!/bin/sh\ncase "$1" in --help) echo "--thrift-port --priority-queues"; '
+                    'exit 0;; esac\n'
                     "exec sleep 30\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     bmv2.binary_options.cache_clear()

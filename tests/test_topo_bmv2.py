@@ -91,7 +91,8 @@ def test_binary_without_thrift_is_refused(tmp_path: Path) -> None:
 
 
 def test_switch_dying_at_start_reports_its_output(tmp_path: Path) -> None:
-    body = ('case "$1" in --help) echo "--thrift-port --device-id"; exit 0;; esac\n'
+    body = ('case "$1" in --help) echo "--thrift-port --device-id --priority-queues"; '
+            'exit 0;; esac\n'
             'echo "Error: interface s1-eth9 does not exist" >&2; exit 1\n')
     fake = _fake_switch(tmp_path, body)
     p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), out_dir=tmp_path / "out")
@@ -105,7 +106,7 @@ def test_switch_dying_at_start_reports_its_output(tmp_path: Path) -> None:
 
 def test_stop_kills_only_its_pid_and_is_idempotent(tmp_path: Path) -> None:
     # a fake switch that never listens: start times out quickly, and stop cleans up
-    body = ('case "$1" in --help) echo "--thrift-port"; exit 0;; esac\n'
+    body = ('case "$1" in --help) echo "--thrift-port --priority-queues"; exit 0;; esac\n'
             'exec sleep 30\n')
     fake = _fake_switch(tmp_path, body)
     p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), start_timeout_s=0.5,
@@ -171,3 +172,20 @@ def test_thrift_ping_fails_on_a_non_thrift_listener() -> None:
         server.listen(1)
         with pytest.raises(Exception):  # noqa: B017 (any transport error)
             bmv2.thrift_ping(int(server.getsockname()[1]), timeout_s=0.3)
+
+
+def test_priority_queues_are_asked_for_as_a_target_option() -> None:
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, grpc_port=1, thrift_port=2)
+    cmd = p.command("ssg", frozenset({"thrift-port", "priority-queues"}))
+    tail = cmd[cmd.index("--"):]
+    assert tail[tail.index("--priority-queues") + 1] == str(bmv2.PRIORITY_QUEUES) == "2"
+
+
+def test_a_build_without_priority_queues_is_refused(tmp_path: Path) -> None:
+    body = ('case "$1" in --help) echo "--thrift-port --device-id"; exit 0;; esac\n'
+            'exec sleep 30\n')
+    fake = _fake_switch(tmp_path, body)
+    p = Bmv2Process("s1", 1, {1: "s1-eth1"}, binary=str(fake), out_dir=tmp_path / "out")
+    with pytest.raises(SwitchError, match="priority-queues"):
+        p.start()
+    assert p.pid is None  # refused before anything started

@@ -1,12 +1,22 @@
 """Telemetry poller: switch counters and registers -> one PortTelemetry per port.
 
 Each poll reads the cumulative counters ``port_offered``, ``port_tx``, ``port_marked``
-over P4Runtime (one wildcard read each) and the interval registers over Thrift
-(REFERENCE §1), then resets the interval registers.  The arithmetic from two snapshots
-to records is the pure function :func:`port_records`.
+over P4Runtime (one wildcard read each) and the telemetry registers over Thrift
+(REFERENCE §1, one whole-array read each).  Two data-plane programs are understood
+(p4src/include/telemetry.p4):
 
-Packets that arrive between a register read and its reset are lost to both intervals;
-at ms-scale intervals this is a small bias, documented rather than avoided.
+* the epoch program (default build; p4cc.controlplane.epoch): the queue sums are
+  cumulative and the maxima/bitmaps banked by epoch; a poll reads the sums, writes the
+  one-cell ``tel_epoch`` (the interval's end, one Thrift call) and then reads the closed
+  bank.  No register is reset per poll;
+* the read-and-reset program (-DP4CC_READ_RESET): the interval registers are read, then
+  reset (7 Thrift calls); packets that arrive between a read and its reset are lost to
+  both intervals.
+
+Both give the same registers of the interval to the pure function :func:`port_records`
+(tests/test_controlplane_epoch.py on a model, tests/test_epoch_live.py on BMv2).
+``last_read`` keeps the spread of the latest poll's reads (first counter read to the
+epoch switch, or to the last register read) for the fidelity check.
 """
 
 from __future__ import annotations
@@ -24,7 +34,8 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.scale import Scale
 
 COUNTERS = ("port_offered", "port_tx", "port_marked")
-#: registers that hold "since the last poll" values and are reset at every poll
+#: the read-and-reset program's registers (-DP4CC_READ_RESET): "since the last poll"
+#: values, reset at every poll (the epoch program's are in p4cc.controlplane.epoch)
 INTERVAL_REGISTERS = ("q_enq_sum", "q_enq_cnt", "q_enq_max", "q_sojourn_sum",
                       "incast_bits", "flow_bits", "elephant_bits")
 #: count-min sketch rows of bytes per flow; reset every ``sketch_window_s``.  The window
@@ -143,6 +154,7 @@ class CounterReader(Protocol):
 class RegisterAccess(Protocol):
     def register_read_all(self, name: str) -> list[int]: ...
     def register_reset(self, name: str) -> None: ...
+    def register_write(self, name: str, index: int, value: int) -> None: ...
 
 
 class TelemetryPoller:
@@ -167,7 +179,7 @@ class TelemetryPoller:
         self.last_read: tuple[float, float] = (0.0, 0.0)
         #: the program keeps epoch-tagged statistics (no resets; p4cc.controlplane.epoch)
         self.epoch_mode = epoch.is_epoch_program(getattr(registers, "registers", None) or ())
-        self._epoch = 0  # the epoch the data plane is in (tel_epoch starts at 0)
+        self._epoch: int | None = None  # the data plane's epoch (read at the first poll)
         self._cum: dict[str, list[int]] | None = None
         self._sketch_reset_at: float | None = None
 
@@ -195,21 +207,19 @@ class TelemetryPoller:
 
     def _epoch_registers(self) -> tuple[dict[str, Sequence[int]], float]:
         """Epoch program (p4cc.controlplane.epoch): cumulative sums, then the epoch
-        switch (the interval's end), then the closed bank at leisure."""
+        switch (the interval's end, returned as its time), then the closed bank at
+        leisure (nothing writes it until the next switch)."""
+        if self._epoch is None:  # where the switch is (an earlier poller may have run)
+            self._epoch = self.registers.register_read_all(epoch.EPOCH_REGISTER)[0]
         cum = {name: self.registers.register_read_all(name) for name in epoch.CUMULATIVE}
-        t = self.clock() - self.t0
         closed = self._epoch
-        self._epoch += 1
-        write = getattr(self.registers, "register_write")  # noqa: B009 (protocol extra)
-        write(epoch.EPOCH_REGISTER, 0, self._epoch)
+        self._epoch = (closed + 1) % epoch.EPOCH_MOD
+        self.registers.register_write(epoch.EPOCH_REGISTER, 0, self._epoch)
+        t = self.clock() - self.t0
         regs: dict[str, Sequence[int]] = dict(epoch.interval_sums(cum, self._cum))
         self._cum = cum
-        tags: dict[str, list[int]] = {}
-        for name, tag in epoch.BANKED.items():
-            if tag not in tags:
-                tags[tag] = self.registers.register_read_all(tag)
-            regs[name] = epoch.closed_bank(self.registers.register_read_all(name),
-                                           tags[tag], closed)
+        regs.update(epoch.closed_interval(
+            {name: self.registers.register_read_all(name) for name in epoch.TAGGED}, closed))
         return regs, t
 
     def prime(self) -> None:

@@ -1,6 +1,7 @@
-"""``p4cc host send`` and ``p4cc host recv`` (usable by hand inside a Mininet host).
+"""``p4cc host send``, ``p4cc host recv`` and ``p4cc host run`` (both in one process,
+p4cc.hostcc.cli_run); usable by hand inside a Mininet host.
 
-Both print one JSON object per flow on stdout when they finish and write CSV records
+Each prints one JSON object per flow on stdout when it finishes and writes CSV records
 under ``--out``.  SIGINT/SIGTERM stop them cleanly: records are written and the HTB
 qdisc the sender created is removed.
 """
@@ -17,18 +18,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from p4cc.chameleon.stats import Periods
 from p4cc.constants import ROCE_PORT
-from p4cc.errors import ConfigError
 from p4cc.hostcc import api, tuning
-from p4cc.hostcc.flow import FlowSpec
-from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S, ReceiverConfig
-from p4cc.hostcc.sender import SenderConfig
+from p4cc.hostcc.cli_config import (
+    RTO_MAX_S,
+    controllers,
+    flow_specs,
+    periods_arg,
+    receiver_config,
+    sender_config,
+)
+from p4cc.hostcc.cli_run import run as _run
 from p4cc.scale import get_scale
-
-#: default RTO cap of ``p4cc host send`` (``--rto-max``): an RTO backs off from
-#: max(2·srtt, --rto) by doubling up to this.
-RTO_MAX_S = 0.5
 
 
 class _Stop(Exception):
@@ -49,64 +50,11 @@ def _print(records: list[dict[str, Any]]) -> None:
         print(json.dumps(r, default=str), flush=True)
 
 
-def _schedule(args: argparse.Namespace) -> list[FlowSpec]:
-    if args.schedule:
-        try:
-            rows = json.loads(Path(args.schedule).read_text())
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"cannot read --schedule {args.schedule}: {exc}; give a JSON "
-                              'list of {"dst", "size", "start_s", "cc"} objects') from exc
-        if not isinstance(rows, list) or not rows:
-            raise ConfigError(f"--schedule {args.schedule}: expected a non-empty JSON list of "
-                              '{"dst", "size", "start_s", "cc"} objects')
-        specs = []
-        for i, r in enumerate(rows):
-            try:
-                stop = r.get("stop_s")
-                specs.append(FlowSpec(str(r["dst"]), int(r["size"]),
-                                      float(r.get("start_s", 0.0)), str(r.get("cc", args.cc)),
-                                      int(r.get("port", args.port)), ref=int(r.get("ref", -1)),
-                                      after=int(r.get("after", -1)),
-                                      stop_s=float("inf") if stop is None else float(stop)))
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                if isinstance(exc, ConfigError):
-                    raise ConfigError(f"--schedule {args.schedule} row {i}: {exc}") from None
-                raise ConfigError(f"--schedule {args.schedule} row {i} ({r!r}): {exc!r}; each "
-                                  'row is {"dst": IP, "size": bytes[, "start_s": s, "cc": '
-                                  'name, "port": n]}') from None
-        return specs
-    if not args.dst or not args.size:
-        raise ConfigError("give --dst and --size (or --schedule FILE)")
-    return [FlowSpec(args.dst, args.size, i * args.stagger, args.cc, args.port)
-            for i in range(args.flows)]
-
-
-def _periods(text: str) -> Periods:
-    try:
-        short, long = (float(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected SHORT,LONG in seconds") \
-            from None
-    if not 0 < short <= long:
-        raise argparse.ArgumentTypeError(f"{text!r}: need 0 < SHORT <= LONG")
-    return Periods(short, long)
-
-
 def _send(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
-    specs = _schedule(args)
-    if args.nic_rate and not args.dev:
-        raise ConfigError("--nic-rate caps the HTB pacing of --dev; give --dev too")
-    cfg = SenderConfig(pkt_bytes=args.pkt_bytes or api.datagram_bytes(scale), dev=args.dev,
-                       netns=args.netns, sport_base=args.sport_base,
-                       probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
-                       rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
-                       rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
-                       link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
-                       ack_interval_s=args.ack_interval, completions=args.completions)
-    make = api.controller_factory(scale, args.line_rate or None)
-    for spec in {s.cc: s for s in specs}.values():
-        make(spec)  # a bad --cc fails here, before anything is set up
+    specs = flow_specs(args)
+    cfg = sender_config(args, scale)
+    make = controllers(args, scale, specs)
     params = tuning.RuntimeParams(scale)
     _install_signals()
     tx = api.start_flows(specs, cfg, out_dir=args.out, make_ctl=params.wrap(make))
@@ -137,12 +85,8 @@ def _send(args: argparse.Namespace) -> int:
 
 def _recv(args: argparse.Namespace) -> int:
     scale = get_scale(args.scale)
-    cnp = args.cnp_interval_us * 1e-6 if args.cnp_interval_us is not None else scale.time(
-        DEFAULT_CNP_INTERVAL_S)
-    cfg = ReceiverConfig(port=args.port, bind=args.bind, cnp_interval_s=cnp,
-                         nack_interval_s=scale.base_rtt_s,
-                         nack_max_interval_s=64 * scale.base_rtt_s, drop_prob=args.loss,
-                         seed=args.seed)
+    cfg = receiver_config(args, scale, args.port)
+    cnp = cfg.cnp_interval_s
     _install_signals()
     rx = api.start_receiver(cfg, netns=args.netns)
     rep = (tuning.start_reporter(args.monitor, args.monitor_id or f"recv-{os.getpid()}",
@@ -174,13 +118,50 @@ def register(subparsers: Any) -> None:
     sub = host.add_subparsers(dest="host_command", required=True, metavar="ROLE")
 
     p = sub.add_parser("send", help="send flows; prints one FCT record per flow")
+    _send_options(p)
+    p.add_argument("--netns", help="run inside this named network namespace")
+    _monitor_options(p)
+    p.set_defaults(func=_send)
+
+    p = sub.add_parser("recv", help="receive flows; CNPs on CE, NAKs on gaps")
+    p.add_argument("--port", type=int, default=ROCE_PORT,
+                   help=f"UDP port (default {ROCE_PORT})")
+    p.add_argument("--out", help="directory for rx_flows.csv")
+    p.add_argument("--netns", help="run inside this named network namespace")
+    p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
+    _recv_options(p)
+    _monitor_options(p)
+    p.set_defaults(func=_recv)
+
+    p = sub.add_parser(
+        "run", help="one process for a host's receiver and sender (one event loop)",
+        description="The receiver (unless --no-recv) and, with --dst/--size or --schedule, "
+        "the sender of one host in one process and one thread.  Records: fct.csv and "
+        "trace.csv under --out, rx_flows.csv and rx_counters.json under --recv-out "
+        "(default --out); stdout: one JSON line per flow, with role send or recv.  Runs "
+        "until SIGINT/SIGTERM, --duration or --until-flows; without a receiver, until the "
+        "flows end.")
+    _send_options(p)
+    p.add_argument("--netns", help="run inside this named network namespace")
+    p.add_argument("--listen-port", type=int, default=ROCE_PORT,
+                   help=f"the receiver's UDP port (default {ROCE_PORT})")
+    p.add_argument("--recv-out", help="directory for rx_flows.csv (default --out)")
+    p.add_argument("--no-recv", action="store_true", help="no receiver (send only)")
+    p.add_argument("--recv-thread", action="store_true",
+                   help="serve the receiver from a thread of its own instead of the one "
+                   "event loop (its replies do not wait for the sender's passes)")
+    _recv_options(p)
+    _monitor_options(p)
+    p.set_defaults(func=_run)
+
+
+def _send_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dst", help="receiver IPv4 address")
     p.add_argument("--size", type=int, help="bytes per flow")
     p.add_argument("--flows", type=int, default=1, help="number of flows (default 1)")
     p.add_argument("--stagger", type=float, default=0.0, help="seconds between flow starts")
     p.add_argument("--cc", default="dcqcn", help="dcqcn | rlcc | fixed:<bps>")
     p.add_argument("--dev", help="pace with HTB on this interface (needs root)")
-    p.add_argument("--netns", help="run inside this named network namespace")
     p.add_argument("--out", help="directory for fct.csv and trace.csv")
     p.add_argument("--port", type=int, default=ROCE_PORT, help="receiver UDP port")
     p.add_argument("--schedule", help="JSON file: list of {dst, size, start_s, cc[, ref, "
@@ -198,6 +179,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--sport-base", type=int, default=0, help="flow i uses this + i")
     p.add_argument("--probe-interval", type=float, default=0.0,
                    help="s (default 4 × the scale's RTT)")
+    p.add_argument("--pad", action="store_true",
+                   help="pad every data packet to the full size, a flow's last one too "
+                        "(the bmv2 backend does: BMv2 queues serve packets/s)")
     p.add_argument("--rto", type=float, default=0.0,
                    help="RTO floor s (default max(20 x the scale's RTT, 20 ms))")
     p.add_argument("--rto-max", type=float, default=0.0,
@@ -209,30 +193,24 @@ def register(subparsers: Any) -> None:
                    help="s: also ask for an ACK (an RTT sample) this long after the last "
                         "AckReq (default: the controller's; RL-CC 2 x its decision "
                         "interval, DCQCN none; 0: off)")
-    p.add_argument("--monitor", help="CHAMELEON controller address (unix:<path> or "
-                   "tcp:<host>:<port>): report metrics, take DCQCN parameters at run time")
-    p.add_argument("--monitor-id", help="reporter id (default send-<pid> / recv-<pid>)")
-    p.add_argument("--monitor-periods", type=_periods, default=None, metavar="SHORT,LONG",
-                   help="sample and upload periods, s (default 10 ms, 100 ms x Scale.time)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
-    p.set_defaults(func=_send)
 
-    p = sub.add_parser("recv", help="receive flows; CNPs on CE, NAKs on gaps")
-    p.add_argument("--port", type=int, default=ROCE_PORT,
-                   help=f"UDP port (default {ROCE_PORT})")
+
+def _recv_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind", default="0.0.0.0", help="address to bind")
-    p.add_argument("--out", help="directory for rx_flows.csv")
-    p.add_argument("--netns", help="run inside this named network namespace")
-    p.add_argument("--scale", default="testbed", help="scale preset (p4cc.scale.SCALES)")
-    p.add_argument("--cnp-interval-us", type=float, help="default: 50 µs × Scale.time")
+    p.add_argument("--cnp-interval-us", type=float,
+                   help="default: NVIDIA's 4 µs × Scale.time")
     p.add_argument("--duration", type=float, default=0.0, help="stop after s (0: never)")
     p.add_argument("--until-flows", type=int, default=0, help="stop after N flows complete")
     p.add_argument("--loss", type=float, default=0.0,
                    help="TEST OPTION: drop this fraction of data packets on arrival")
+    p.add_argument("--seed", type=int, default=0, help="seed of --loss")
+
+
+def _monitor_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--monitor", help="CHAMELEON controller address (unix:<path> or "
                    "tcp:<host>:<port>): report metrics, take DCQCN parameters at run time")
-    p.add_argument("--monitor-id", help="reporter id (default send-<pid> / recv-<pid>)")
-    p.add_argument("--monitor-periods", type=_periods, default=None, metavar="SHORT,LONG",
+    p.add_argument("--monitor-id",
+                   help="reporter id (default send-<pid> / recv-<pid> / run-<pid>)")
+    p.add_argument("--monitor-periods", type=periods_arg, default=None, metavar="SHORT,LONG",
                    help="sample and upload periods, s (default 10 ms, 100 ms x Scale.time)")
-    p.add_argument("--seed", type=int, default=0, help="seed of --loss")
-    p.set_defaults(func=_recv)

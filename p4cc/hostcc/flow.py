@@ -76,8 +76,10 @@ class Flow:
     def __init__(self, flow_id: int, spec: FlowSpec, ctl: RateController, pkt_bytes: int,
                  rto_s: float, ack_every: int = 16, rto_max_s: float | None = None,
                  srtt_s: float | None = None, rtt_window: int = 1,
-                 ack_interval_s: float | None = None) -> None:
+                 ack_interval_s: float | None = None, pad: bool = False) -> None:
         self.id = flow_id
+        #: pad a short last packet to the full size (SenderConfig.pad_data)
+        self.pad = pad
         self.spec = spec
         self.ctl = ctl
         self.payload = pkt_bytes - wire.data_overhead()
@@ -138,7 +140,8 @@ class Flow:
             self.ack_interval_s is not None and seq >= self.max_sent
             and t - self._last_ackreq_t >= self.ack_interval_s)
         self._ackreq_seq = seq if ackreq else -1
-        return wire.encode_data(self.id, seq, self.spec.size, self._zeros[:plen], last=last,
+        body = self._zeros[:self.payload if self.pad else plen]
+        return wire.encode_data(self.id, seq, self.spec.size, body, last=last,
                                 ackreq=ackreq, retx=seq < self.max_sent)
 
     def times_next(self) -> bool:

@@ -35,6 +35,7 @@ from typing import Any
 from p4cc.constants import ECN_CE, ECN_MASK
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
+from p4cc.hostcc.rx_state import RxCounters, RxFlow
 from p4cc.scale import Scale
 
 log = logging.getLogger(__name__)
@@ -96,55 +97,6 @@ class ReceiverConfig:
             raise ConfigError(f"drop_prob must be in [0, 1), got {self.drop_prob}")
         if self.max_flows < 1 or self.flow_idle_s <= 0 or self.max_msg_bytes < 1:
             raise ConfigError("max_flows and max_msg_bytes must be >= 1, flow_idle_s > 0")
-
-
-@dataclass
-class RxFlow:
-    """Receiver state and counters of one flow."""
-
-    src: str
-    sport: int
-    qpn: int
-    first_t: float
-    epsn: int = 0
-    msg_len: int = -1
-    rx_bytes: int = 0
-    rx_pkts: int = 0
-    ce_pkts: int = 0
-    cnps: int = 0
-    nacks: int = 0
-    acks: int = 0
-    dup_pkts: int = 0
-    ooo_pkts: int = 0
-    injected_drops: int = 0
-    probes: int = 0
-    max_qdepth: int | None = None
-    last_t: float = 0.0
-    complete_t: float | None = None
-    last_cnp_t: float = float("-inf")
-    last_nack_t: float = float("-inf")
-    nack_epsn: int = -1
-    nack_repeats: int = 0
-
-    def record(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("last_cnp_t", "last_nack_t", "nack_epsn", "nack_repeats"):
-            d.pop(k)
-        return d
-
-
-@dataclass
-class RxCounters:
-    datagrams: int = 0
-    malformed: int = 0
-    unknown_opcode: int = 0
-    data_bytes: int = 0
-    cnps_sent: int = 0
-    send_errors: int = 0
-    refused_new: int = 0  # would have created a flow: implausible PSN, QPN or length
-    refused_full: int = 0  # would have created a flow beyond max_flows
-    expired: int = 0  # flows whose state was dropped after flow_idle_s
-    records_dropped: int = 0  # expired flows' records beyond max_records
 
 
 class ReceiverCore:
@@ -232,7 +184,7 @@ class ReceiverCore:
         if bth.psn == epsn and flow.complete_t is None:
             flow.epsn += 1
             flow.rx_pkts += 1
-            flow.rx_bytes += plen
+            flow.rx_bytes = min(flow.rx_bytes + plen, msg_len)  # not a padded tail
             done = flow.rx_bytes >= msg_len
             if done:
                 flow.complete_t = now
@@ -309,6 +261,9 @@ def open_rx_socket(cfg: ReceiverConfig) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, cfg.rcvbuf)
     sock.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+    # what it sends are control packets (ACK, NAK, CNP, probe reply): DSCP 48, the
+    # switches' control queue (p4src/include/forwarding.p4)
+    sock.setsockopt(socket.IPPROTO_IP, IP_TOS, wire.TOS_CONTROL)
     try:
         sock.bind((cfg.bind, cfg.port))
     except OSError as exc:
@@ -329,7 +284,11 @@ def tos_from_ancillary(ancdata: list[tuple[int, int, bytes]]) -> int:
 
 
 class Receiver:
-    """A receiver thread on its own socket; ``stop()`` returns the flow records."""
+    """A receiver on its own socket; ``stop()`` returns the flow records.
+
+    ``start`` runs it in a thread of its own; ``open`` only binds the socket, for a
+    caller's event loop that selects on ``sock`` and calls ``drain`` when it is readable
+    (p4cc.hostcc.hostloop: a host's sender and receiver on one thread)."""
 
     def __init__(self, cfg: ReceiverConfig | None = None, netns: str | None = None) -> None:
         cfg = cfg or ReceiverConfig()
@@ -351,19 +310,35 @@ class Receiver:
             raise self._error
         return self
 
+    def open(self) -> Receiver:
+        """Bind the socket in the calling thread (entering ``netns`` first); no thread."""
+        if self.netns:
+            from p4cc.hostcc.pacing import enter_netns
+
+            enter_netns(self.netns)
+        self.sock = open_rx_socket(self.cfg)
+        return self
+
+    @property
+    def threaded(self) -> bool:
+        """Started with ``start`` (its own thread serves the socket)."""
+        return self._thread.ident is not None
+
+    def drain(self) -> None:
+        """Handle what the socket holds (at most 256 datagrams); for ``open``'s loops."""
+        if self.sock is not None:
+            self._drain(self.sock)
+
     def _run(self) -> None:
         try:
-            if self.netns:
-                from p4cc.hostcc.pacing import enter_netns
-
-                enter_netns(self.netns)
-            self.sock = open_rx_socket(self.cfg)
+            self.open()
         except BaseException as exc:  # handed to start()
             self._error = exc
             self._ready.set()
             return
         self._ready.set()
         sock = self.sock
+        assert sock is not None
         try:
             while not self._stop.is_set():
                 r, _, _ = select.select([sock], [], [], 0.05)
@@ -391,6 +366,8 @@ class Receiver:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+        elif self._thread.ident is None and self.sock is not None:
+            self.sock.close()  # opened with open(): no thread closes it
         return self.records()
 
     def records(self) -> list[dict[str, Any]]:
@@ -403,4 +380,5 @@ class Receiver:
 
     @property
     def port(self) -> int:
-        return self.sock.getsockname()[1] if self.sock else self.cfg.port
+        sock = self.sock
+        return sock.getsockname()[1] if sock and sock.fileno() >= 0 else self.cfg.port

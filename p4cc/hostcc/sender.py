@@ -1,16 +1,17 @@
 """Sender: runs flows over UDP sockets, one socket (source port) per flow.
 
-One thread drives every flow: it starts flows at their scheduled time, reads replies,
-sends data at the controller's rate and RTT probes every ``probe_interval_s``, and
-writes trace rows.  Pacing is either an HTB class per flow (``dev`` set: the qdisc
-holds the socket's packets until it transmits them; the sender keeps at most
-``host_queue_bytes`` queued per flow, read with ``SIOCOUTQ``, and ``SO_SNDBUF`` is
-bounded, so sends back-pressure while probes always find room in the socket) or,
-without a device, a userspace send schedule (tests, unprivileged use).  The
-controller's rate is the frame rate on the wire (Ethernet header included, as HTB
-counts it).  With HTB, packets timed for an RTT sample carry a request for the kernel's
-software TX timestamp (read off the socket's error queue in send order), so the RTT
-the controller gets from their ACKs excludes the wait in the flow's HTB class.
+One loop drives every flow (in the sender's thread, or ``step`` by step in a caller's
+loop): it starts flows at their scheduled time, reads replies, sends data at the
+controller's rate and RTT probes every ``probe_interval_s``, and writes trace rows.
+Pacing is either an HTB class per flow (``dev`` set: the qdisc holds the socket's
+packets until it transmits them; the sender keeps at most ``host_queue_bytes`` queued
+per flow, read with ``SIOCOUTQ``, and ``SO_SNDBUF`` is bounded, so sends back-pressure
+while probes always find room in the socket) or, without a device, a userspace send
+schedule (tests, unprivileged use). The controller's rate is the frame rate on the wire
+(Ethernet header included, as HTB counts it). With HTB, packets timed for an RTT sample
+carry a request for the kernel's software TX timestamp (read off the socket's error
+queue in send order), so the RTT the controller gets from their ACKs excludes the wait
+in the flow's HTB class.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from p4cc.hostcc import wire
 from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
+from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
 
 log = logging.getLogger(__name__)
@@ -50,63 +51,13 @@ _TS_REPORT = (1 << 4) | (1 << 11) | (1 << 3)
 _TX_STAMP = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("i", 1 << 1))]  # TX_SOFTWARE
 
 
-@dataclass(frozen=True)
-class SenderConfig:
-    """How a sender runs its flows (times in seconds)."""
-
-    pkt_bytes: int = field(
-        default=1000,
-        metadata={"help": "IPv4 datagram size of data; the frame on the wire is 14 B more "
-                  "(runners: Scale.pkt_bytes - 14, api.datagram_bytes)"})
-    dev: str | None = field(default=None, metadata={"help": "pace with HTB on this device"})
-    netns: str | None = field(default=None, metadata={"help": "named netns to run in"})
-    sport_base: int = field(default=0, metadata={"help": "flow i uses sport_base+i (0: any)"})
-    sndbuf_bytes: int = field(default=65536, metadata={"help": "SO_SNDBUF with HTB pacing"})
-    host_queue_bytes: int = field(
-        default=8192,
-        metadata={"help": "min bytes (skb truesize, SIOCOUTQ; ~2.3 KB per 1000-B packet) a "
-                  "flow keeps queued in its HTB class; the rest of SO_SNDBUF stays free "
-                  "for probes"},
-    )
-    host_queue_s: float = field(
-        default=5e-3, metadata={"help": "...or this much time at the flow's rate, if more"})
-    probe_interval_s: float = field(default=8e-3, metadata={"help": "RTT probe period"})
-    rtt_window: int = field(
-        default=1,
-        metadata={"help": "the controller gets the median of the last N probe RTTs "
-                  "(1: each raw sample, the RL-CC definition)"})
-    rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout floor"})
-    rto_max_s: float = field(
-        default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
-    link_rate_bps: float | None = field(
-        default=None, metadata={"help": "with dev: cap the flows' sum at the host link rate"})
-    ack_every: int = field(default=16, metadata={"help": "AckReq every N data packets"})
-    ack_interval_s: float | None = field(
-        default=None,
-        metadata={"help": "also AckReq on the first new packet this long after the last "
-                  "AckReq: the ACKs are RTT samples for the controller (None: the "
-                  "controller's ack_interval_s attribute if it has one, as RL-CC does; "
-                  "0: off)"})
-    trace_interval_s: float = field(default=10e-3, metadata={"help": "trace row period"})
-    completions: str | None = field(
-        default=None, metadata={"help": "file shared by the senders of a run: completed "
-                                "flows' refs, for flows that start ``after`` one"})
-    ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
-
-    def __post_init__(self) -> None:
-        if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
-            raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
-        if not 1 <= self.rtt_window <= 64:
-            raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
-        if self.ack_interval_s is not None and not self.ack_interval_s >= 0:
-            raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
-        for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be > 0")
-
-
 class Sender:
-    """Run ``specs``; ``wait`` for completion, ``records`` for the FCT records."""
+    """Run ``specs``; ``wait`` for completion, ``records`` for the FCT records.
+
+    ``start`` runs the flows in a thread of its own.  A caller with its own event loop
+    (p4cc.hostcc.hostloop: a host's sender and receiver on one thread) calls ``open``,
+    then ``step`` until it returns None, selecting on ``readers`` until the time ``step``
+    returned, and ``close`` at the end."""
 
     def __init__(self, specs: Sequence[FlowSpec], make_ctl: ControllerFactory,
                  cfg: SenderConfig | None = None, out_dir: str | Path | None = None) -> None:
@@ -132,6 +83,14 @@ class Sender:
         self._fct_written: set[int] = set()
         self._txq: dict[int, deque[int]] = {}  # flow id -> PSNs awaiting a TX timestamp
         self.chain = FlowChain(self.specs, cfg.completions)  # when each flow starts
+        # the loop's state (open/step/close)
+        self._traces: RecordWriter | None = None
+        self._fcts: RecordWriter | None = None
+        self._active: list[tuple[Flow, socket.socket, dict[str, float]]] = []
+        self._next_trace = 0.0
+        self._srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
+        self._cpu0 = 0.0
+        self._closed = False
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> Sender:
@@ -147,7 +106,14 @@ class Sender:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stop.set()
-        self._thread.join(timeout_s)
+        if self._thread.ident is not None:
+            self._thread.join(timeout_s)
+        else:  # driven by a caller's loop (open/step)
+            self.close()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
 
     def records(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -169,40 +135,152 @@ class Sender:
 
     # -- thread ----------------------------------------------------------------------
     def _main(self) -> None:
-        traces = fcts = None
         try:
-            if self.cfg.netns:
-                enter_netns(self.cfg.netns)
-            if self.out_dir:
-                traces = RecordWriter(self.out_dir / "trace.csv", TRACE_FIELDS)
-                fcts = RecordWriter(self.out_dir / "fct.csv", FCT_FIELDS, flush_every=1)
-            if self.cfg.dev:
-                self._pacer = HtbPacer(PacerConfig(dev=self.cfg.dev, netns=self.cfg.netns,
-                                                   link_rate_bps=self.cfg.link_rate_bps))
-                self._pacer.start()
-            cpu0 = time.thread_time()
-            self._loop(traces, fcts)
-            self.cpu_s = time.thread_time() - cpu0
+            self.open()
+            ready: list[socket.socket] | None = None
+            while not self._stop.is_set():
+                wake = self.step(ready)
+                if wake is None:
+                    break
+                rset = self.readers()
+                dt = wake - time.monotonic()
+                ready = []
+                if rset:
+                    ready = select.select(rset, [], [], max(0.0, dt))[0]
+                elif dt > 0:
+                    self._stop.wait(dt)
         except BaseException as exc:
             self.error = exc
             log.error("sender failed: %s", exc)
         finally:
-            try:
-                if self._pacer is not None:
-                    self._pacer.close()
-            finally:
-                recs = self.records()
-                with self._lock:
-                    self._records = recs
-                if fcts is not None:
-                    fcts.write_all(r for r in recs if r["flow_id"] not in self._fct_written)
-                    fcts.close()
-                if traces is not None:
-                    traces.close()
-                for _f, s in self.flows:
-                    s.close()
-                self.chain.close()
-                self._done.set()
+            self.close()
+
+    # -- the loop, in steps ----------------------------------------------------------
+    def open(self) -> Sender:
+        """Set up in the calling thread (netns, record files, HTB qdisc) and start the
+        clock: flow start times count from here.  ``close`` undoes it (also on error)."""
+        if self.cfg.netns:
+            enter_netns(self.cfg.netns)
+        if self.out_dir:
+            self._traces = RecordWriter(self.out_dir / "trace.csv", TRACE_FIELDS)
+            self._fcts = RecordWriter(self.out_dir / "fct.csv", FCT_FIELDS, flush_every=1)
+        if self.cfg.dev:
+            self._pacer = HtbPacer(PacerConfig(dev=self.cfg.dev, netns=self.cfg.netns,
+                                               link_rate_bps=self.cfg.link_rate_bps))
+            self._pacer.start()
+        self._cpu0 = time.thread_time()
+        self.t0 = time.monotonic()
+        self.t0_epoch = time.time()
+        return self
+
+    def readers(self) -> list[socket.socket]:
+        """The sockets of the running flows: a reply on one is a reason to ``step``."""
+        return [s for _f, s, _st in self._active]
+
+    def close(self) -> None:
+        """Tear down the pacing, write the FCT records of the flows not written yet,
+        close files and sockets; ``wait`` returns from now on.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self.cpu_s = time.thread_time() - self._cpu0 if self._cpu0 else 0.0
+        try:
+            if self._pacer is not None:
+                self._pacer.close()
+        finally:
+            recs = self.records()
+            with self._lock:
+                self._records = recs
+            if self._fcts is not None:
+                self._fcts.write_all(r for r in recs if r["flow_id"] not in self._fct_written)
+                self._fcts.close()
+            if self._traces is not None:
+                self._traces.close()
+            for _f, s in self.flows:
+                s.close()
+            self.chain.close()
+            self._done.set()
+
+    def step(self, ready: Collection[socket.socket] | None = None) -> float | None:
+        """One pass: start the flows now due, read the replies on the sockets in
+        ``ready`` (those a select found readable; None: every flow's), send what the
+        rates allow, write trace rows and finished flows' FCT records.  Returns the
+        monotonic time of the next pass (sooner if a socket in ``readers`` becomes
+        readable); None once every flow is done."""
+        cfg, chain, active = self.cfg, self.chain, self._active
+        t = time.monotonic() - self.t0
+        self._start_due(t)
+        if not active and chain.exhausted():
+            return None
+        wake = min(t + 0.005, chain.next_start())
+        for flow, sock, st in active:  # an empty socket costs two failed reads: skip it
+            wake = min(wake, self._serve(flow, sock, st, ready is None or sock in ready))
+        t = time.monotonic() - self.t0
+        if t >= self._next_trace:
+            self._next_trace = t + cfg.trace_interval_s
+            if self._traces is not None:
+                for flow, _s, st in active:
+                    self._traces.write(self._trace_row(flow, t, st["rate"]))
+        wake = min(wake, self._next_trace)
+        for flow, _s, _st in active:
+            if flow.srtt_s is not None:
+                self._srtt[flow.spec.dst] = flow.srtt_s
+        for item in [a for a in active if a[0].done]:
+            active.remove(item)
+            rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)
+            rec["ref"] = item[0].spec.ref
+            chain.completed(item[0].spec, time.monotonic() - self.t0)
+            if self._fcts is not None:
+                self._fcts.write(rec)
+                self._fct_written.add(rec["flow_id"])
+        return self.t0 + wake
+
+    def _start_due(self, t: float) -> None:
+        cfg = self.cfg
+        for spec in self.chain.due(t):
+            fid = len(self.flows) + 1
+            ctl = self.make_ctl(spec)
+            ack_iv = cfg.ack_interval_s
+            if ack_iv is None:  # what the controller asks for (RL-CC: RTT samples)
+                ack_iv = getattr(ctl, "ack_interval_s", None)
+            flow = Flow(fid, spec, ctl, cfg.pkt_bytes, cfg.rto_s,
+                        cfg.ack_every, rto_max_s=cfg.rto_max_s,
+                        srtt_s=self._srtt.get(spec.dst), rtt_window=cfg.rtt_window,
+                        ack_interval_s=ack_iv, pad=cfg.pad_data)
+            sock = self._open(fid, spec)
+            rate = flow.ctl.rate_bps(t)
+            if self._pacer is not None:
+                self._pacer.add_flow(sock.getsockname()[1], rate)
+            with self._lock:
+                self.flows.append((flow, sock))
+            self._active.append((flow, sock, {"next_send": t, "next_probe": t, "rate": rate}))
+
+    def _serve(self, flow: Flow, sock: socket.socket, st: dict[str, float], drain: bool
+               ) -> float:
+        """Read one flow's replies (``drain``), probe, follow its rate, send; when it
+        next needs a pass (run clock)."""
+        cfg = self.cfg
+        if drain:
+            self._drain(flow, sock)
+        t = time.monotonic() - self.t0
+        if t >= st["next_probe"]:
+            st["next_probe"] = t + cfg.probe_interval_s
+            flow.probes += 1
+            self._send(sock, wire.encode_probe(flow.id, flow.probes, time.time_ns()))
+        wake = st["next_probe"]
+        rate = max(flow.ctl.rate_bps(t), 1.0)
+        if self._pacer is not None and abs(rate - st["rate"]) > 1e-3 * st["rate"]:
+            self._pacer.set_rate(sock.getsockname()[1], rate)
+            st["rate"] = rate
+        flow.check_timeout(t)
+        if not flow.has_data():
+            return min(wake, flow.last_progress_t + flow.rto())
+        if self._pacer is None:
+            return min(wake, self._send_user(flow, sock, st, rate, t))
+        if not self._send_paced(flow, sock, t, rate):
+            gap = (cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / rate
+            wake = min(wake, t + min(max(gap / 2, 2e-4), 5e-3))
+        return wake
 
     def _open(self, i: int, spec: FlowSpec) -> socket.socket:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -225,81 +303,6 @@ class Sender:
             except OSError as exc:
                 log.warning("no TX timestamps (%s): RTT samples from probes only", exc)
         return s
-
-    def _loop(self, traces: RecordWriter | None, fcts: RecordWriter | None) -> None:
-        cfg = self.cfg
-        self.t0 = time.monotonic()
-        self.t0_epoch = time.time()
-        chain = self.chain
-        active: list[tuple[Flow, socket.socket, dict[str, float]]] = []
-        next_trace = 0.0
-        srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
-        while not self._stop.is_set():
-            t = time.monotonic() - self.t0
-            for spec in chain.due(t):
-                fid = len(self.flows) + 1
-                ctl = self.make_ctl(spec)
-                ack_iv = cfg.ack_interval_s
-                if ack_iv is None:  # what the controller asks for (RL-CC: RTT samples)
-                    ack_iv = getattr(ctl, "ack_interval_s", None)
-                flow = Flow(fid, spec, ctl, cfg.pkt_bytes, cfg.rto_s,
-                            cfg.ack_every, rto_max_s=cfg.rto_max_s, srtt_s=srtt.get(spec.dst),
-                            rtt_window=cfg.rtt_window, ack_interval_s=ack_iv)
-                sock = self._open(fid, spec)
-                rate = flow.ctl.rate_bps(t)
-                if self._pacer is not None:
-                    self._pacer.add_flow(sock.getsockname()[1], rate)
-                with self._lock:
-                    self.flows.append((flow, sock))
-                active.append((flow, sock, {"next_send": t, "next_probe": t, "rate": rate}))
-            if not active and chain.exhausted():
-                break
-            wake = min(t + 0.005, chain.next_start())
-            for flow, sock, st in active:
-                self._drain(flow, sock)
-                t = time.monotonic() - self.t0
-                if t >= st["next_probe"]:
-                    st["next_probe"] = t + cfg.probe_interval_s
-                    flow.probes += 1
-                    self._send(sock, wire.encode_probe(flow.id, flow.probes, time.time_ns()))
-                wake = min(wake, st["next_probe"])
-                rate = max(flow.ctl.rate_bps(t), 1.0)
-                if self._pacer is not None and abs(rate - st["rate"]) > 1e-3 * st["rate"]:
-                    self._pacer.set_rate(sock.getsockname()[1], rate)
-                    st["rate"] = rate
-                flow.check_timeout(t)
-                if flow.has_data():
-                    if self._pacer is not None:
-                        if not self._send_paced(flow, sock, t, rate):
-                            gap = (cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / rate
-                            wake = min(wake, t + min(max(gap / 2, 2e-4), 5e-3))
-                    else:
-                        wake = min(wake, self._send_user(flow, sock, st, rate, t))
-                else:
-                    wake = min(wake, flow.last_progress_t + flow.rto())
-            if t >= next_trace:
-                next_trace = t + cfg.trace_interval_s
-                if traces is not None:
-                    for flow, _s, st in active:
-                        traces.write(self._trace_row(flow, t, st["rate"]))
-            wake = min(wake, next_trace)
-            for flow, _s, _st in active:
-                if flow.srtt_s is not None:
-                    srtt[flow.spec.dst] = flow.srtt_s
-            for item in [a for a in active if a[0].done]:
-                active.remove(item)
-                rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)
-                rec["ref"] = item[0].spec.ref
-                chain.completed(item[0].spec, time.monotonic() - self.t0)
-                if fcts is not None:
-                    fcts.write(rec)
-                    self._fct_written.add(rec["flow_id"])
-            t = time.monotonic() - self.t0
-            rset = [s for _f, s, _st in active]
-            if rset:
-                select.select(rset, [], [], max(0.0, wake - t))
-            elif wake > t:
-                self._stop.wait(wake - t)
 
     def _trace_row(self, flow: Flow, t: float, rate: float) -> dict[str, Any]:
         row: dict[str, Any] = {

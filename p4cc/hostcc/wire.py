@@ -51,6 +51,12 @@ INT_SUMMARY_LEN = _INT_SUMMARY.size  # 8
 IP_UDP_LEN = IPV4_HEADER_BYTES + UDP_HEADER_BYTES
 #: Ethernet header bytes counted by HTB on the host link.
 ETH_LEN = ETH_HEADER_BYTES
+#: DSCP of every control packet a receiver sends (ACK, NAK, CNP, probe reply): CS6, the
+#: code point RoCE deployments give CNPs (NVIDIA's default CNP DSCP is 48).  p4cc's
+#: switches serve it in their own priority queue (p4src/include/forwarding.p4).
+DSCP_CONTROL = 48
+#: the IP TOS byte of control packets (DSCP << 2, ECN bits 00: not ECN-capable)
+TOS_CONTROL = DSCP_CONTROL << 2
 
 
 class WireError(ValueError):

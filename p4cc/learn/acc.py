@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import ACC_TEMPLATE, ActionTemplate
-from p4cc.learn.env import EnvConfig, TrainEnv
+from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, from_agents, per_agent
 from p4cc.learn.replay import Batch, ReplayMemory
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
@@ -69,6 +69,9 @@ class AccConfig:
     online_decay_steps: int = field(default=50, metadata={"help": "T of the online decay"})
     log_every: int = field(default=100, metadata={"help": "intervals per curve row"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+    learn_idle: bool = field(default=False, metadata={
+        "help": "learn from idle ports too (no queue, no traffic: every action earns the "
+                "same reward); default weight 0, as idle queues skip inference (§4.2)"})
 
 
 # -- the DDQN loss (Algorithm 1, eq. 3-4) -------------------------------------------------
@@ -81,11 +84,14 @@ def ddqn_target(q_next_online: torch.Tensor, q_next_target: torch.Tensor,
 
 def ddqn_loss(qnet: GroupMLP, target: GroupMLP, b: dict[str, torch.Tensor],
               gamma: float) -> torch.Tensor:
-    """eq. (4): mean (y - Q(S, a; θ))² over the batch; ``b`` tensors are (G, B, ...)."""
+    """eq. (4): mean (y - Q(S, a; θ))² over the batch; ``b`` tensors are (G, B, ...).
+    With ``b["w"]``, the mean is weighted (weight 0: an idle port's transition)."""
     q = qnet(b["obs"]).gather(-1, b["act"].unsqueeze(-1)).squeeze(-1)
     with torch.no_grad():
         y = ddqn_target(qnet(b["next_obs"]), target(b["next_obs"]), b["rew"], gamma)
-    return F.mse_loss(q, y)
+    if "w" not in b:
+        return F.mse_loss(q, y)
+    return (b["w"] * (q - y) ** 2).sum() / b["w"].sum().clamp(min=1.0)
 
 
 def to_tensors(batch: Batch, groups: int) -> dict[str, torch.Tensor]:
@@ -94,9 +100,12 @@ def to_tensors(batch: Batch, groups: int) -> dict[str, torch.Tensor]:
         y = torch.as_tensor(x, dtype=dtype)
         return per_agent(y if y.dim() == 3 else y.unsqueeze(-1), groups)
 
-    return {"obs": t(batch.obs, torch.float32), "next_obs": t(batch.next_obs, torch.float32),
-            "act": t(batch.act, torch.int64).squeeze(-1),
-            "rew": t(batch.rew, torch.float32).squeeze(-1)}
+    out = {"obs": t(batch.obs, torch.float32), "next_obs": t(batch.next_obs, torch.float32),
+           "act": t(batch.act, torch.int64).squeeze(-1),
+           "rew": t(batch.rew, torch.float32).squeeze(-1)}
+    if batch.weight is not None:
+        out["w"] = t(batch.weight, torch.float32).squeeze(-1)
+    return out
 
 
 def update(qnet: GroupMLP, target: GroupMLP, opt: torch.optim.Optimizer,
@@ -147,7 +156,8 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
         act = select_actions(qnet, obs, eps, env.template.n_actions, rng)
         next_obs, _, _, trunc, info = env.step(act)
         r = info["agent_rewards"]
-        mem.add(obs, act, r, next_obs)  # Alg. 1 line 6 (local memory)
+        w = None if cfg.learn_idle else busy(obs, env.n_feat).astype(np.float32)
+        mem.add(obs, act, r, next_obs, w)  # Alg. 1 line 6 (local memory)
         rewards.append(float(np.mean(r)))
         obs = next_obs
         if trunc:  # a new traffic scenario; the task itself never terminates
@@ -181,6 +191,7 @@ def export(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP) -> tuple[dict[str, Lay
             nets[f"{sw}:{port}"] = qnet.layers(g)
     meta = {"algo": "acc", "template": cfg.template.to_dict(), "history": env.history,
             "n_feat": env.n_feat, "hidden": list(cfg.hidden), "incast_norm": env.incast_norm,
+            "feature_scaling": cfg.env.feature_scaling,
             "workload": cfg.workload, "idle_rule": True,
             "reward": {"w1": cfg.env.weight(cfg.workload),
                        "w2": 1.0 - cfg.env.weight(cfg.workload)},

@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from p4cc.controlplane.agents.state import acc_reward, pet_reward, unscaled_levels
+from p4cc.controlplane.agents.state import (
+    FEATURE_SCALINGS,
+    acc_reward,
+    features,
+    pet_reward,
+    unscaled_levels,
+)
 from p4cc.controlplane.agents.template import ActionTemplate
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
@@ -54,6 +60,10 @@ class EnvConfig:
         ("websearch", 0.3), ("datamining", 0.7), ("incast", 0.3), ("storage", 0.7)),
         metadata={"help": "ω1 (ACC) / β1 (PET) per workload, ω2 = 1 - ω1 (ACC §3.3, "
                           "PET §5.2: WebSearch 0.3, DataMining and storage 0.7)"})
+    feature_scaling: str = field(default="log", metadata={
+        "help": "queue and thresholds in the state: 'log' (log2 scale, one packet to the "
+                "buffer) or 'linear' (/ buffer, the first shipped agents); "
+                "p4cc.controlplane.agents.state.features"})
 
     def __post_init__(self) -> None:
         bad = [s for s in self.scenarios if s not in SCENARIOS]
@@ -63,9 +73,20 @@ class EnvConfig:
             raise ConfigError(f"load range must be within (0, 1], got {self.load}")
         if self.intervals < 1 or self.history < 1:
             raise ConfigError("intervals and history must be >= 1")
+        if self.feature_scaling not in FEATURE_SCALINGS:
+            raise ConfigError(f"feature_scaling must be one of {FEATURE_SCALINGS}, got "
+                              f"{self.feature_scaling!r}")
 
     def weight(self, workload: str) -> float:
         return dict(self.w_throughput).get(workload, 0.5)
+
+
+def busy(obs: np.ndarray, n_feat: int) -> np.ndarray:
+    """Per agent: did its port hold a queue or send anything in the state's latest
+    interval (features 0 and 1 of the last ``n_feat``)?  An idle port's decision changes
+    nothing it is paid for (ACC §4.2 lets idle queues skip inference)."""
+    last = obs[:, -n_feat:]
+    return (last[:, 0] > 0) | (last[:, 1] > 0)
 
 
 class TrainEnv(EcnTuningEnv):
@@ -73,14 +94,15 @@ class TrainEnv(EcnTuningEnv):
     reward; ``info["agent_rewards"]`` holds the per-agent rewards of the algorithm."""
 
     def __init__(self, cfg: EnvConfig, algo: str, template: ActionTemplate,
-                 q_unit_paper_bytes: float | None = None, features: str | None = None
-                 ) -> None:
-        """``features``: the observation's feature set, "acc" (6) or "pet" (8);
-        default the algorithm's own (PET without its two extra features: "acc")."""
+                 q_unit_paper_bytes: float | None = None, feature_set: str | None = None,
+                 pet_guard: str = "floor") -> None:
+        """``feature_set``: the observation's features, "acc" (6) or "pet" (8); default
+        the algorithm's own (PET without its two extra features: "acc").  ``pet_guard``:
+        the empty-queue guard of PET's reward (p4cc.controlplane.agents.state.PET_GUARDS)."""
         if algo not in ("acc", "pet"):
             raise ConfigError(f"algo must be 'acc' or 'pet', got {algo!r}")
         scale = get_scale(cfg.scale)
-        super().__init__(topo=cfg.topo, scale=cfg.scale, variant=features or algo,
+        super().__init__(topo=cfg.topo, scale=cfg.scale, variant=feature_set or algo,
                          intervals=cfg.intervals, history=cfg.history,
                          settings=template.configs(scale))
         self.env_cfg, self.algo, self.template = cfg, algo, template
@@ -89,6 +111,15 @@ class TrainEnv(EcnTuningEnv):
         self.q_unit = scale.bytes(q_unit_paper_bytes or template.alpha_paper_bytes)
         self.incast_norm = float(len(self.topo.hosts))
         self.scenario, self.load = cfg.scenarios[0], cfg.load[0]
+        self.pet_guard = pet_guard
+
+    def _features(self, recs: list[PortTelemetry]) -> np.ndarray:
+        """The deployed agent's features (p4cc.controlplane.agents.state.features) with
+        this config's scaling, one row per agent."""
+        by_key = {r.key: r for r in recs}
+        pet, buf = self.n_feat == 8, self.scale.buffer_bytes
+        return np.stack([features(by_key[k], buf, pet, self.incast_norm,
+                                  self.env_cfg.feature_scaling) for k in self.keys])
 
     def _schedule(self, rng: np.random.Generator) -> pd.DataFrame:
         c = self.env_cfg
@@ -120,9 +151,10 @@ class TrainEnv(EcnTuningEnv):
         w1 = self.env_cfg.weight(self.scenario)
         if self.algo == "acc":
             return acc_reward(util, qlen, self.levels, w1, 1.0 - w1)
-        return pet_reward(util, qlen, self.q_unit, w1, 1.0 - w1)
+        return pet_reward(util, qlen, self.q_unit, w1, 1.0 - w1, self.pet_guard)
 
     def describe(self) -> dict[str, Any]:
         return {"topo": self.env_cfg.topo, "scale": self.scale.name, "agents": self.n_agents,
                 "interval_s": self.dt_interval, "actions": self.template.n_actions,
-                "obs_dim": self.history * self.n_feat, "incast_norm": self.incast_norm}
+                "obs_dim": self.history * self.n_feat, "incast_norm": self.incast_norm,
+                "feature_scaling": self.env_cfg.feature_scaling}

@@ -136,7 +136,8 @@ class _OnlineAgent:
         if self.run.algo == "acc":
             rew = acc_reward(util, qlen, self.base.levels, self.w1, self.w2)
         else:
-            rew = pet_reward(util, qlen, self.q_unit, self.w1, self.w2)
+            rew = pet_reward(util, qlen, self.q_unit, self.w1, self.w2,
+                             str(self.base.meta.get("q_guard", "floor")))
         if self._prev is not None:
             self._learn(self._prev[0], self._prev[1], np.asarray(rew, np.float32), x)
         act = self._choose(x)

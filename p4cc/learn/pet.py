@@ -25,7 +25,7 @@ import torch
 
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import PET_TEMPLATE, ActionTemplate
-from p4cc.learn.env import EnvConfig, TrainEnv
+from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, per_agent
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
 
@@ -46,7 +46,14 @@ class PetConfig:
     hidden: tuple[int, ...] = field(default=PAPER_HIDDEN, metadata={
         "help": "hidden sizes of actor and critic (PET gives none; ACC's {20,40,40,20})"})
     q_unit_paper_bytes: float = field(default=20_000, metadata={
-        "help": "unit of q_avg in the reward's 1/q_avg, paper bytes (E(0)); floor 1 unit"})
+        "help": "unit of q_avg in the reward's 1/q_avg, paper bytes (E(0))"})
+    q_guard: str = field(default="shift", metadata={
+        "help": "empty-queue guard of 1/q_avg: 'shift' 1/(1 + q_avg) or 'floor' "
+                "1/max(q_avg, 1), q_avg in q_unit (p4cc.controlplane.agents.state.pet_reward)"})
+    entropy_coef: float = field(default=0.02, metadata={
+        "help": "weight c of the policy's entropy bonus, loss = eq. (11) - c·H(π) (not in "
+                "PET; PPO's eq. 9 term against entropy collapse, which 0.01 did not stop "
+                "in 12 000 intervals; 0: off)"})
     gamma: float = field(default=0.9, metadata={"help": "discount γ (not given in PET)"})
     gae_lambda: float = field(default=0.01, metadata={
         "help": "GAE λ (PET §5.2: 'coefficient of GAE ... 0.01')"})
@@ -62,6 +69,9 @@ class PetConfig:
     explore_steps: int = field(default=50, metadata={"help": "eq. 13 T"})
     log_every: int = field(default=64, metadata={"help": "intervals per curve row"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+    learn_idle: bool = field(default=False, metadata={
+        "help": "policy loss on idle ports' decisions too (no queue, no traffic: every "
+                "action earns the same reward); default weight 0 (the critic learns all)"})
     extra_features: bool = field(default=True, metadata={
         "help": "state = ACC's four + incast degree and mice/elephant ratio (§4.2.1); "
                 "false: ACC's four only (the ablation of issue 9)"})
@@ -102,10 +112,30 @@ def gae(rew: torch.Tensor, val: torch.Tensor, next_val: torch.Tensor, done: torc
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-                clip: float) -> torch.Tensor:
-    """eq. (11), negated for gradient descent: -E[min(ρ·Â, clip(ρ, 1±ε)·Â)]."""
+                clip: float, w: torch.Tensor | None = None) -> torch.Tensor:
+    """eq. (11), negated for gradient descent: -E[min(ρ·Â, clip(ρ, 1±ε)·Â)]; ``w``:
+    per-sample weights of the mean (0: an idle port's decision)."""
     ratio = torch.exp(logp - old_logp)
-    return -torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv).mean()
+    obj = torch.min(ratio * adv, torch.clamp(ratio, 1 - clip, 1 + clip) * adv)
+    if w is None:
+        return -obj.mean()
+    return -(w * obj).sum() / w.sum().clamp(min=1.0)
+
+
+def entropy(logits: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean entropy H(π(·|s)) = -Σ_a π log π of the policy (without the ε mixing),
+    weighted by ``w`` when given."""
+    logp = torch.log_softmax(logits, -1)
+    h = -(logp.exp() * logp).sum(-1)
+    return h.mean() if w is None else (w * h).sum() / w.sum().clamp(min=1.0)
+
+
+def actor_loss(logits: torch.Tensor, act: torch.Tensor, eps: torch.Tensor,
+               old_logp: torch.Tensor, adv: torch.Tensor, clip: float, entropy_coef: float,
+               w: torch.Tensor | None = None) -> torch.Tensor:
+    """eq. (11) on the ε-mixed policy minus ``entropy_coef``·H(π) (PPO eq. 9's bonus)."""
+    loss = policy_loss(mixed_log_prob(logits, act, eps), old_logp, adv, clip, w)
+    return loss - entropy_coef * entropy(logits, w) if entropy_coef else loss
 
 
 def value_loss(v: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
@@ -127,8 +157,9 @@ def update(actor: GroupMLP, critic: GroupMLP, opt_a: torch.optim.Optimizer,
         perm = torch.randperm(n, generator=gen)
         for i in range(0, n, size):
             j = perm[i:i + size]
-            logp = mixed_log_prob(actor(b["obs"][:, j]), b["act"][:, j], b["eps"][:, j])
-            loss_pi = policy_loss(logp, b["logp"][:, j], adv[:, j], cfg.clip)
+            w = b["w"][:, j] if "w" in b else None
+            loss_pi = actor_loss(actor(b["obs"][:, j]), b["act"][:, j], b["eps"][:, j],
+                                 b["logp"][:, j], adv[:, j], cfg.clip, cfg.entropy_coef, w)
             opt_a.zero_grad()
             loss_pi.backward()
             opt_a.step()
@@ -178,6 +209,8 @@ def rollout_batch(arr: dict[str, np.ndarray], critic: GroupMLP, groups: int,
     for k, x in (("logp", torch.as_tensor(arr["logp"])), ("eps", torch.as_tensor(arr["eps"])),
                  ("adv", adv), ("ret", ret)):
         out[k] = grp(x.to(f32)).squeeze(-1)
+    if "w" in arr:
+        out["w"] = grp(torch.as_tensor(arr["w"], dtype=f32)).squeeze(-1)
     return out
 
 
@@ -190,15 +223,16 @@ def run_phase(cfg: PetConfig, env: TrainEnv, actor: GroupMLP, critic: GroupMLP, 
     n, t_done = env.n_agents, 0
     while t_done < steps:
         length = min(cfg.rollout, steps - t_done)
-        buf: dict[str, list[np.ndarray]] = {k: [] for k in
-                                            ("obs", "next", "act", "logp", "rew", "done", "eps")}
+        buf: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "next", "act", "logp",
+                                                            "rew", "done", "eps", "w")}
         for _ in range(length):
             eps = exploration(t_done, cfg)
             a, logp = act(actor, obs, eps, gen)
             next_obs, _, _, trunc, info = env.step(a)
+            w = np.ones(n) if cfg.learn_idle else busy(obs, env.n_feat).astype(np.float64)
             for k, v in (("obs", obs), ("next", next_obs), ("act", a), ("logp", logp),
                          ("rew", info["agent_rewards"]), ("done", np.full(n, float(trunc))),
-                         ("eps", np.full(n, eps))):
+                         ("eps", np.full(n, eps)), ("w", w)):
                 buf[k].append(np.asarray(v))
             obs = env.reset(seed=int(rng.integers(2**31)))[0] if trunc else next_obs
             t_done += 1
@@ -206,9 +240,11 @@ def run_phase(cfg: PetConfig, env: TrainEnv, actor: GroupMLP, critic: GroupMLP, 
         arr = {k: np.stack(v, axis=1) for k, v in buf.items()}  # agent-major (N, T, ...)
         b = rollout_batch(arr, critic, actor.groups, cfg)
         pl, vl = update(actor, critic, opt_a, opt_c, b, cfg, gen)
+        with torch.no_grad():
+            ent = float(entropy(actor(b["obs"])).item())
         curves.log(step=step0 + t_done, phase=phase, epsilon=float(arr["eps"][0, -1]),
                    reward=float(arr["rew"].mean()), policy_loss=pl, value_loss=vl,
-                   scenario=env.scenario)
+                   entropy=ent, scenario=env.scenario)
 
 
 def export(cfg: PetConfig, env: TrainEnv, actor: GroupMLP) -> tuple[dict[str, Layers],
@@ -220,7 +256,8 @@ def export(cfg: PetConfig, env: TrainEnv, actor: GroupMLP) -> tuple[dict[str, La
             nets[f"{sw}:{port}"] = actor.layers(g)
     meta = {"algo": "pet", "template": cfg.template.to_dict(), "history": env.history,
             "n_feat": env.n_feat, "hidden": list(cfg.hidden), "incast_norm": env.incast_norm,
-            "q_unit_paper_bytes": cfg.q_unit_paper_bytes, "trained_on": env.describe()}
+            "q_unit_paper_bytes": cfg.q_unit_paper_bytes, "q_guard": cfg.q_guard,
+            "feature_scaling": cfg.env.feature_scaling, "trained_on": env.describe()}
     return nets, meta
 
 
@@ -231,7 +268,8 @@ def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
     torch.set_num_threads(cfg.threads)
     rng = np.random.default_rng(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
-    env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg))
+    env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg),
+                   cfg.q_guard)
     d = env.history * env.n_feat
     actor = GroupMLP(1, (d, *cfg.hidden, cfg.template.n_actions), out_gain=0.01)
     critic = GroupMLP(1, (d, *cfg.hidden, 1))
@@ -241,7 +279,8 @@ def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
         run_phase(cfg, env, actor, critic, cfg.steps, "offline", curves, rng, gen, bar)
         if cfg.online_steps > 0:
             online_env = TrainEnv(dataclasses.replace(cfg.env, scenarios=cfg.online_scenarios),
-                                  "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg))
+                                  "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg),
+                                  cfg.q_guard)
             groups = online_env.n_agents if cfg.online_per_port else 1
             actor, critic = actor.replicate(groups), critic.replicate(groups)
             run_phase(cfg, online_env, actor, critic, cfg.online_steps, "online", curves, rng,

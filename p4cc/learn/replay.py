@@ -22,6 +22,7 @@ class Batch:
     rew: np.ndarray  # (N, B)
     next_obs: np.ndarray  # (N, B, d)
     agent: np.ndarray  # (N, B) which agent produced the transition
+    weight: np.ndarray | None = None  # (N, B) loss weight (0: an idle port's transition)
 
 
 class _Ring:
@@ -32,6 +33,7 @@ class _Ring:
         self.act = np.zeros((*shape, cap), np.int64)
         self.rew = np.zeros((*shape, cap), np.float32)
         self.agent = np.zeros((*shape, cap), np.int64)
+        self.weight = np.ones((*shape, cap), np.float32)
 
     def slots(self, n: int) -> np.ndarray:
         idx = (self.ptr + np.arange(n)) % self.cap
@@ -53,13 +55,15 @@ class ReplayMemory:
         return self.local.size
 
     def add(self, obs: np.ndarray, act: np.ndarray, rew: np.ndarray,
-            next_obs: np.ndarray) -> None:
-        """One transition per agent: obs/next_obs (N, d), act/rew (N,)."""
+            next_obs: np.ndarray, weight: np.ndarray | None = None) -> None:
+        """One transition per agent: obs/next_obs (N, d), act/rew (N,); ``weight`` (N,)
+        the transition's loss weight (default 1)."""
         i = self.local.slots(1)[0]
         loc = self.local
         loc.obs[:, i], loc.next_obs[:, i] = obs, next_obs
         loc.act[:, i], loc.rew[:, i] = act, rew
         loc.agent[:, i] = np.arange(self.n)
+        loc.weight[:, i] = 1.0 if weight is None else weight
 
     def sample(self, rng: np.random.Generator, batch: int) -> Batch:
         """``batch`` transitions per agent from its own local memory."""
@@ -67,7 +71,7 @@ class ReplayMemory:
         a = np.arange(self.n)[:, None]
         loc = self.local
         return Batch(loc.obs[a, j], loc.act[a, j], loc.rew[a, j], loc.next_obs[a, j],
-                     loc.agent[a, j])
+                     loc.agent[a, j], loc.weight[a, j])
 
     def exchange(self, rng: np.random.Generator, push: int, pull: int) -> None:
         """Local -> global (``push`` per agent), then global -> local (``pull`` each)."""
@@ -81,6 +85,7 @@ class ReplayMemory:
         glob.obs[g], glob.next_obs[g] = loc.obs[a, jj], loc.next_obs[a, jj]
         glob.act[g], glob.rew[g], glob.agent[g] = loc.act[a, jj], loc.rew[a, jj], \
             loc.agent[a, jj]
+        glob.weight[g] = loc.weight[a, jj]
         if pull <= 0:
             return
         k = rng.integers(0, glob.size, (self.n, pull))
@@ -89,3 +94,4 @@ class ReplayMemory:
         loc.obs[rows, dst], loc.next_obs[rows, dst] = glob.obs[k], glob.next_obs[k]
         loc.act[rows, dst], loc.rew[rows, dst] = glob.act[k], glob.rew[k]
         loc.agent[rows, dst] = glob.agent[k]
+        loc.weight[rows, dst] = glob.weight[k]

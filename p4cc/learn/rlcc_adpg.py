@@ -37,7 +37,7 @@ import torch
 from p4cc.errors import ConfigError
 from p4cc.hostcc import rlcc, rlcc_rule
 from p4cc.hostcc.rlcc_policy_base import Policy, PolicyState
-from p4cc.learn.rlcc_nets import TorchLstm, TorchMlp, windows
+from p4cc.learn.rlcc_nets import TorchLstm, TorchMlp, mlp_from_policy, windows
 from p4cc.learn.runlog import Curves, Progress
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
@@ -80,6 +80,13 @@ class AdpgConfig:
     mlp_hidden: tuple[int, ...] = field(default=(12,), metadata={
         "help": "mlp hidden sizes (NVIDIA §4.1: input → 12 → 1)"})
     threads: int = field(default=1, metadata={"help": "torch threads"})
+    init: str = field(default="", metadata={
+        "help": "mlp: start from this exported bounded-MLP .npz (e.g. a shipped policy) "
+                "instead of fresh weights ('' = fresh); window and sizes come from it"})
+    rejoin_prob: float = field(default=0.0, metadata={
+        "help": "per incast and rollout (after an episode's first), the chance that one of "
+                "its flows restarts at the line rate: a flow joining a converged incast, "
+                "the transient of the staggered evaluation (NVIDIA RL-CC §2.1)"})
     max_wall_s: float = field(default=0.0, metadata={
         "help": "stop after this much wall time (0: none); the sidecar records the updates "
                 "done (rerun with --updates <that> to reproduce)"})
@@ -197,6 +204,13 @@ def policy_outputs(model: torch.nn.Module, seg: Segment) -> torch.Tensor:
 
 
 def make_model(cfg: AdpgConfig) -> TorchLstm | TorchMlp:
+    if cfg.init:
+        from p4cc.hostcc.rlcc_policies import MlpPolicy, load_policy
+
+        start = load_policy(cfg.init)
+        if cfg.arch != "mlp" or not isinstance(start, MlpPolicy):
+            raise ConfigError(f"init={cfg.init!r}: warm start is for arch=mlp from an MLP .npz")
+        return mlp_from_policy(start)
     return TorchLstm() if cfg.arch == "lstm" else TorchMlp(cfg.window, cfg.mlp_hidden)
 
 
@@ -239,6 +253,16 @@ class Episode:
         frac = np.exp(rng.uniform(np.log(cfg.start_rate_min), 0.0, n))
         self.hook.state.rate[:n] = frac * sc.link_rate_bps
         self.t_end = cfg.episode_rtts * sc.base_rtt_s
+        self.rng, self.rejoin_prob = rng, cfg.rejoin_prob
+
+    def rejoin(self) -> np.ndarray:
+        """With probability ``rejoin_prob`` per incast, one random flow of it restarts at
+        the line rate (as a newly joined flow does).  Returns the flows restarted."""
+        groups = np.nonzero(self.rng.random(self.group.max() + 1) < self.rejoin_prob)[0]
+        flows = np.array([self.rng.choice(np.nonzero(self.group == g)[0]) for g in groups],
+                         dtype=np.int64)
+        self.hook.state.rate[flows] = self.scale.link_rate_bps
+        return flows
 
     def counters(self) -> np.ndarray:
         return self.hook.state.policy_state[-1].astype(np.int64)[:len(self.group)]
@@ -251,6 +275,8 @@ class Episode:
         """Run ``rtts`` base RTTs; the decisions taken and the incasts' figures."""
         eng, n = self.engine, len(self.group)
         self.recorder.log.clear()
+        if eng.t > 2 * self.scale.base_rtt_s and self.rejoin_prob > 0:
+            self.rejoin()
         k0 = self.counters()
         d0, l0, t0 = eng.delivered[:n].copy(), eng.lost[:n].copy(), eng.t
         eng.run(eng.t + rtts * self.scale.base_rtt_s)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from p4cc.errors import ConfigError
 from p4cc.hostcc.rlcc import DEFAULT_TARGET
 from p4cc.hostcc.rlcc_policies import LstmPolicy, MlpPolicy
 from p4cc.hostcc.rlcc_policy_base import BOUNDED_M, OBS_DIM
@@ -118,6 +119,29 @@ class TorchMlp(nn.Module):
                   for lin in self.linears()]
         layers[0] = _fold(*layers[0], self.window)
         return MlpPolicy(layers, self.window, output="bounded")
+
+
+def _unfold(w: np.ndarray, b: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse of :func:`_fold`: first-layer weights on standardised inputs."""
+    shift = np.tile(np.asarray(OBS_SHIFT), window)
+    scale = np.tile(np.asarray(OBS_SCALE), window)
+    return w * scale, b + w @ shift
+
+
+def mlp_from_policy(policy: MlpPolicy) -> TorchMlp:
+    """A :class:`TorchMlp` that computes ``policy``'s decisions (a warm start: training
+    continues from an exported, e.g. shipped, ``bounded`` MLP)."""
+    if policy.output != "bounded":
+        raise ConfigError(f"warm start needs a 'bounded' MLP policy, not {policy.output!r}")
+    sizes = tuple(w.shape[0] for w, _ in policy.layers[:-1])
+    model = TorchMlp(policy.window, sizes)
+    raw = list(policy.layers)
+    raw[0] = _unfold(*raw[0], policy.window)
+    with torch.no_grad():
+        for lin, (w, b) in zip(model.linears(), raw, strict=True):
+            lin.weight.copy_(torch.as_tensor(w, dtype=torch.float32))
+            lin.bias.copy_(torch.as_tensor(b, dtype=torch.float32))
+    return model
 
 
 def windows(obs: torch.Tensor, window: int) -> torch.Tensor:

@@ -40,6 +40,10 @@ INSTALL_HINT = (
     "`p4cc doctor` shows what is present"
 )
 _LOCAL = "127.0.0.1"
+#: egress priority queues per port: 0 data, 1 control packets (p4src forwarding.p4).
+#: BMv2 gives each its own rate limiter; the Thrift queue rate/depth calls without a
+#: priority set both (bm_sim queueing.h, QueueingLogicPriRL::set_rate/set_capacity).
+PRIORITY_QUEUES = 2
 
 
 def find_binary(name: str = BINARY) -> str:
@@ -245,6 +249,9 @@ class Bmv2Process:
             cmd += ["--pcap", str(self.pcap_dir)]
         cmd += ["--no-p4", "--", "--grpc-server-addr", self.grpc_addr,
                 "--cpu-port", str(self.cpu_port)]
+        if options is not None and "priority-queues" in options:  # a target option
+            # control packets (DSCP 48) in their own queue per port (p4src forwarding.p4)
+            cmd += ["--priority-queues", str(PRIORITY_QUEUES)]
         return cmd
 
     # -- lifecycle -------------------------------------------------------------------
@@ -266,6 +273,11 @@ class Bmv2Process:
                 "rate/depth and reads registers over Thrift; rebuild behavioral-model with "
                 f"`configure --with-thrift --with-pi` ({INSTALL_HINT})"
             )
+        if "priority-queues" not in options:
+            raise SwitchError(
+                f"{path} has no --priority-queues option: p4cc's program puts control "
+                "packets (DSCP 48) in priority queue 1, which such a build would drop; "
+                f"install behavioral-model 1.13 or newer ({INSTALL_HINT})")
         for attempt in range(3):
             try:
                 self._spawn(path, options)

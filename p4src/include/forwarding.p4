@@ -7,6 +7,17 @@
 #ifndef P4CC_FORWARDING_P4
 #define P4CC_FORWARDING_P4
 
+/* Control packets (ACK, NAK, CNP, probe replies) carry DSCP 48 (CS6), the code point
+ * RoCE deployments give CNPs (NVIDIA's default CNP DSCP is 48, served in a strict-
+ * priority queue); p4cc's hosts set it on every control packet they send.  BMv2
+ * (simple_switch --priority-queues 2, p4cc.topo.bmv2) serves a port's priority queues
+ * each with its own rate limiter, highest priority first: control packets then neither
+ * wait behind a standing data queue nor use the data queue's packets/s, which on a
+ * real link they would barely touch (a 64-B CNP is 6 % of a 1000-B slot). */
+const bit<6> DSCP_CONTROL     = 48;
+const bit<3> PRIORITY_CONTROL = 1;   // BMv2 serves the highest priority value first
+const bit<3> PRIORITY_DATA    = 0;
+
 control Forwarding(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
@@ -36,8 +47,9 @@ control Forwarding(inout headers_t hdr,
     /* Next hop: output port, MAC rewrite (dmac = next hop's MAC, smac = this switch's
      * port MAC), TTL decrement (the IPv4 checksum is recomputed in the deparser). */
     /* Also counts port_offered (index meta.port_idx = port; ports above MAX_PORT_INDEX
-     * go to the unused index 0, so no extra condition is needed) and copies the queue priority into
-     * meta.qid (see metadata_t.qid): one action instead of three pipeline steps. */
+     * go to the unused index 0, so no extra condition is needed), picks the egress priority
+     * queue (DSCP_CONTROL above) and copies it into meta.qid (see metadata_t.qid): one
+     * action instead of four pipeline steps. */
     action set_nhop(port_t port, mac_t dmac, mac_t smac) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.dst_addr = dmac;
@@ -45,6 +57,8 @@ control Forwarding(inout headers_t hdr,
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
         meta.port_idx = (port <= MAX_PORT_INDEX) ? (bit<32>)port : 0;
         port_offered.count(meta.port_idx);
+        standard_metadata.priority = (hdr.ipv4.dscp == DSCP_CONTROL) ? PRIORITY_CONTROL
+                                                                      : PRIORITY_DATA;
         meta.qid = (bit<5>)standard_metadata.priority;
     }
 

@@ -28,6 +28,10 @@ const bit<32> MAX_PORTS = 64;              // entries of every per-port counter/
 const port_t  MAX_PORT_INDEX = 63;         // highest port that owns a counter/register slot
 const bit<32> BITMAP_WORDS = 4;            // 4 x 64 = 256 bits per port
 const bit<32> BITMAP_ENTRIES = 256;        // MAX_PORTS * BITMAP_WORDS
+/* Epoch program (telemetry.p4): a bitmap cell is a 32-bit epoch tag ++ 32 bits of the
+ * port's 256-bit bitmap, 8 cells per port, one bank of MAX_PORTS * 8 cells per epoch
+ * parity.  The control plane joins cells 2w and 2w+1 into the 64-bit word w. */
+const bit<32> TEL_BITMAP_CELLS = 512;      // MAX_PORTS * 8 cells: one bank
 const bit<32> SKETCH_ROWS_SIZE = 4096;     // cells in each count-min row
 
 /* ECN codepoints (RFC 3168 §5). */
@@ -231,7 +235,7 @@ struct metadata_t {
      * metadata field, not a local: p4c copy-propagates locals into every use, so each
      * register access would recompute it in an extra primitive. */
     bit<32>     port_idx;
-    /* Telemetry bitmap word indices (port_idx * BITMAP_WORDS + word), see port_idx. */
+    /* Bitmap word indices of the -DP4CC_READ_RESET telemetry build (telemetry.p4). */
     bit<32>     tel_si;
     bit<32>     tel_fi;
     /* INT parse bookkeeping */

@@ -34,7 +34,7 @@ from p4cc.errors import ConfigError
 from p4cc.paths import DATA_DIR
 from p4cc.scale import Scale
 
-#: Where ``acc`` / ``pet`` without a path look for their checkpoint (none is shipped yet).
+#: Where ``acc`` / ``pet`` without a path look for their checkpoint (p4cc/data/agents).
 DEFAULT_CHECKPOINTS = {"acc": DATA_DIR / "agents" / "acc.npz",
                        "pet": DATA_DIR / "agents" / "pet.npz"}
 
@@ -55,6 +55,8 @@ class LearnedAgent:
         # PET trained without its two extra features (PetConfig.extra_features) has 6
         self.n_feat = int(self.meta.get("n_feat", PET_FEATURES if self.pet else ACC_FEATURES))
         self.incast_norm = float(self.meta.get("incast_norm", 1.0))
+        # checkpoints before the log scale have no "feature_scaling": linear
+        self.feature_scaling = str(self.meta.get("feature_scaling", "linear"))
         n_out = self.nets["main"][-1][0].shape[0]
         n_in = self.nets["main"][0][0].shape[1]
         if n_out != self.template.n_actions or n_in != self.k * self.n_feat:
@@ -85,7 +87,8 @@ class LearnedAgent:
             rec = obs[port]
             hist = self._hist.setdefault(port, History(self.k, self.n_feat))
             hist.push(rec.t_s, features(rec, self.scale.buffer_bytes,
-                                        self.n_feat == PET_FEATURES, self.incast_norm))
+                                        self.n_feat == PET_FEATURES, self.incast_norm,
+                                        self.feature_scaling))
             out[port] = hist.window(rec.t_s, rec.interval_s)
         return out
 

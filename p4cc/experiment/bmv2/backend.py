@@ -56,11 +56,13 @@ class Bmv2Backend:
     name = "bmv2"
 
     def __init__(self, bmv2_log: bool = False, pcap: bool = False,
-                 within_budget: bool = True) -> None:
+                 within_budget: bool = True, one_process_per_host: bool = False) -> None:
         self.bmv2_log, self.pcap = bmv2_log, pcap  # BMv2 debug output (slow)
         #: False only to demonstrate what the budget prevents (tests): the run's
         #: fidelity verdict then says whether the emulation kept up
         self.within_budget = within_budget
+        #: a host's receiver and sender in one process (bmv2.launch.HostProcesses)
+        self.one_process_per_host = one_process_per_host
 
     def check(self, spec: ExperimentSpec) -> None:
         check_spec(spec, self.within_budget)
@@ -99,6 +101,8 @@ class _Run:
         self.agents = RunAgents(seed=int(sink.seed))
         self.t0_mono = 0.0
         self.t0_epoch = 0.0
+        self.runner_cpu_t0 = 0.0  # time.process_time() at t0 (the budget check)
+        self.host_cpu: list[dict[str, Any]] = []
 
     def now(self) -> float:
         """Run time (seconds since t0); 0 before the traffic's t0 is set."""
@@ -107,6 +111,10 @@ class _Run:
     # -- the run ---------------------------------------------------------------------
     def play(self) -> None:
         self.agents.check(self.agent_name)  # e.g. acc:online without torch: before BMv2
+        with ctlmod.runner_priority(SWITCH_NICE, self.sink.log):
+            self._play()
+
+    def _play(self) -> None:
         try:
             self._start_fabric()
             # CHAMELEON: one controller beside the session (None for per-switch agents)
@@ -114,7 +122,8 @@ class _Run:
             with chameleon_links(self.chameleon):
                 self._open_session()
             self.hosts = HostProcesses(self.fabric, self.spec, self.topo, self.schedule,
-                                       self.hosts_dir, self.sink.log)
+                                       self.hosts_dir, self.sink.log,
+                                       one_process=self.backend.one_process_per_host)
             if self.chameleon is not None:
                 self.hosts.extra_args = self.chameleon.host_args
             self.t0_epoch, self.t0_mono = self.hosts.start()
@@ -182,6 +191,7 @@ class _Run:
             time.sleep(max(0.0, self.t0_mono - time.monotonic()))  # until t0 (an instant)
         for col in self.collectors:
             col.start()
+        self.runner_cpu_t0 = time.process_time()
         self.session.start(self.t0_mono)
         self.sampler = verdictmod.sampler(self.fabric, self.session, self.now,
                                           self.records.switch_cpu).start()
@@ -252,12 +262,36 @@ class _Run:
                              self.hosts_dir, list(self.hosts.senders) if self.hosts else [])
         v.write(self.root)
         self.sink.log(f"bmv2: fidelity {v.summary()}")
+        self._budget_check()
         if not v.faithful:
             log.warning("bmv2 run %s: %s (fidelity.csv lists the intervals)", self.root,
                         v.summary())
 
+    def _budget_check(self) -> None:
+        """budget.json: the machine budget's prediction beside what the run used."""
+        import json
+
+        from p4cc.experiment.bmv2 import budget
+
+        dur = min(self.now(), float(self.spec.duration_s)) if self.t0_mono else 0.0
+        used = budget.measured(self.records.kept_cpu, self.host_cpu,
+                               time.process_time() - self.runner_cpu_t0, dur)
+        cmp = budget.comparison(self.topo, self.schedule, float(self.spec.duration_s),
+                                float(self.spec.interval_s), used)
+        (self.root / "budget.json").write_text(json.dumps(cmp, indent=1, default=float))
+        self.sink.log(f"bmv2: used {used['cpu_s_per_s']:.2f} CPU-s/s (switches "
+                      f"{used['switch_cpu_s']:.1f} s, hosts {used['host_cpu_s']:.1f} s, runner "
+                      f"{used['runner_cpu_s']:.1f} s); the budget predicted "
+                      f"{cmp['predicted_cpu_s_per_s']:.2f} of {cmp['budget_cpu_s_per_s']:.2f}")
+
     def _stop_hosts(self, hosts: HostProcesses) -> list[str]:
         problems = hosts.save_qdisc_stats()
+        cpu = hosts.cpu_rows()
+        self.host_cpu = cpu
+        if cpu:  # each host process's CPU from t0 to the stop
+            self.sink.table("host_cpu", cpu)
+            self.sink.log(f"bmv2: host processes used {sum(r['cpu_run_s'] for r in cpu):.2f}"
+                          f" CPU s after t0 ({len(cpu)} processes)")
         try:
             killed = hosts.stop()
             if killed:

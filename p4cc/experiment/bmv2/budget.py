@@ -214,3 +214,35 @@ def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s:
 def describe(cal: Calibration) -> dict[str, Any]:
     return {**asdict(cal), "calibrated": cal.calibrated,
             "budget_cpu_s_per_s": UTIL_CAP * cal.cores}
+
+
+def measured(switch_cpu: list[dict[str, Any]], host_cpu: list[dict[str, Any]],
+             runner_cpu_s: float, duration_s: float) -> dict[str, float]:
+    """What a run actually used, CPU-seconds per second of run time: the switches (their
+    sampled CPU from first to last sample), the host processes (from t0 to the stop)
+    and the runner (its control loops, agents and records)."""
+    dur = max(duration_s, 1e-9)
+    sw = 0.0
+    if switch_cpu:
+        df = pd.DataFrame(switch_cpu)
+        if {"switch", "cpu_s"} <= set(df.columns):
+            span = df.groupby("switch")["cpu_s"].agg(["min", "max"])
+            sw = float((span["max"] - span["min"]).sum())
+    hosts = float(sum(float(r.get("cpu_run_s", 0.0)) for r in host_cpu
+                      if math.isfinite(float(r.get("cpu_run_s", math.nan)))))
+    return {"switch_cpu_s": sw, "host_cpu_s": hosts, "runner_cpu_s": runner_cpu_s,
+            "cpu_s_per_s": (sw + hosts + runner_cpu_s) / dur}
+
+
+def comparison(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
+               used: dict[str, float], cal: Calibration | None = None) -> dict[str, Any]:
+    """The budget's prediction for a run beside what it used (``budget.json``): a run
+    that used far more than predicted means the calibration underestimates this
+    machine's cost and the budget admits too much."""
+    cal = cal or load()
+    d = demand(topo, schedule, duration_s, interval_s)
+    predicted = d.cpu(cal)
+    return {"predicted_cpu_s_per_s": predicted, "budget_cpu_s_per_s": UTIL_CAP * cal.cores,
+            "used": used,
+            "used_over_predicted": used["cpu_s_per_s"] / predicted if predicted > 0 else None,
+            "calibration": describe(cal)}

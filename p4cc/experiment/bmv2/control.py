@@ -47,6 +47,37 @@ def prioritise_switches(fabric: Any, topo: TopoSpec, nice: int) -> list[str]:
     return lines
 
 
+def autogroup_nice(pid: int) -> int | None:
+    """The nice value of ``pid``'s autogroup (``/autogroup-N nice K``), None without one."""
+    try:
+        return int(Path(f"/proc/{pid}/autogroup").read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextmanager
+def runner_priority(nice: int, log: Any = None) -> Iterator[None]:
+    """Run the block with this process's autogroup at ``nice``, then restore it.
+
+    The runner's control loops (one poller thread per switch) live in the process that
+    started the run, i.e. in the user's session and its autogroup at nice 0, while the
+    switches (SWITCH_NICE) and hosts (HOST_NICE) have groups of their own above it: on
+    two busy cores the polls waited for a CPU and started late or read counters and
+    registers 60-300 ms apart (docs/emulation.md).  The loops use little CPU, so
+    raising their group to the switches' level costs the switches little."""
+    pid = os.getpid()
+    old = autogroup_nice(pid)
+    changed = old is not None and old != nice and set_autogroup_nice(pid, nice)
+    if log is not None:
+        log(f"bmv2: runner (control loops) autogroup at nice {nice}" if changed else
+            f"bmv2: runner autogroup unchanged ({old})")
+    try:
+        yield
+    finally:
+        if changed and old is not None:
+            set_autogroup_nice(pid, old)
+
+
 def set_autogroup_nice(pid: int, nice: int) -> bool:
     """Set the nice value of ``pid``'s scheduler autogroup (sched(7), "The autogroup
     feature"; /proc/<pid>/autogroup).  With autogroup on (kernel.sched_autogroup_enabled,

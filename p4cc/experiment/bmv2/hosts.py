@@ -1,13 +1,16 @@
-"""Host-side processes of a BMv2 run: receivers, synchronised senders, iperf3, records.
+"""Host-side processes of a BMv2 run: synchronised host processes, iperf3, records.
 
 Every process runs inside its Mininet host (``host.popen``) with this venv's Python and
 writes under ``<run>/hosts/<host>/``.  Senders must start their schedules at one common
 instant ``t0``, but a Python process needs a second or more to import p4cc on a busy
-two-core machine, so each sender is started through this module's ``__main__``
-(``python -m p4cc.experiment.bmv2.hosts --ready R --go G -- host send ...``): it imports
-p4cc, creates ``R``, waits for ``G`` (written by the backend once every sender is
-ready; it holds t0 as a Unix time), waits until t0 and then runs ``p4cc host send``
-unchanged.  Flow start times in the ``--schedule`` file are therefore relative to t0.
+two-core machine, so each host process is started through this module's ``__main__``
+(``python -m p4cc.experiment.bmv2.hosts --ready R --go G -- host run|send ...``): it
+imports p4cc, creates ``R``, waits for ``G`` (written by the backend once every host is
+ready; it holds t0 as a Unix time), waits until t0 and then runs the ``p4cc host``
+command unchanged.  ``host run`` (a host's receiver and sender in one process,
+p4cc.hostcc.cli_run) binds its receiver first and calls this wait as its ``gate``, so
+``R`` also says that the host listens.  Flow start times in the ``--schedule`` file are
+relative to t0.
 """
 
 from __future__ import annotations
@@ -157,14 +160,16 @@ def iter_trace_rows(path: Path, host: str, offset_s: float,
 
 # -- host NIC line rate ---------------------------------------------------------------
 def with_nic_rate(argv: Sequence[str], link_rate_bps: float) -> list[str]:
-    """``p4cc host send`` arguments capping the host's paced aggregate at its link rate.
+    """``p4cc host send`` (or ``host run --dev``) arguments capping the host's paced
+    aggregate at its link rate.
 
     The fabric's links are unshaped veths (only switch egress queues have rates), so
     without a cap a host with ten new DCQCN flows (each starting at line rate) sent
     ~10x its link rate into its switch.  ``--nic-rate`` makes the HTB pacer put the flow
     classes under one class at the link rate (``PacerConfig.link_rate_bps``)."""
     out = list(argv)
-    if link_rate_bps > 0 and out[:2] == ["host", "send"] and "--nic-rate" not in out:
+    sends = out[:2] == ["host", "send"] or (out[:2] == ["host", "run"] and "--dev" in out)
+    if link_rate_bps > 0 and sends and "--nic-rate" not in out:
         out += ["--nic-rate", f"{link_rate_bps:g}"]
     return out
 
@@ -222,18 +227,27 @@ def _main(argv: Sequence[str] | None = None) -> int:
     cmd = host_parser().parse_args(rest)
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    Path(args.ready).write_text(str(os.getpid()))
     go = Path(args.go)
-    deadline = time.monotonic() + GO_TIMEOUT_S
-    t0 = read_go(go, deadline)
-    if t0 is None:
-        print(f"bmv2_hosts: no go file {go} within {GO_TIMEOUT_S:g} s", file=sys.stderr)
-        return 3
-    delay = t0 - time.time()
-    if delay > 0:
-        time.sleep(delay)  # waiting for a wall-clock instant, not for a condition
+
+    def gate() -> None:
+        """Ready, then wait for the go file and for t0."""
+        Path(args.ready).write_text(str(os.getpid()))
+        t0 = read_go(go, time.monotonic() + GO_TIMEOUT_S)
+        if t0 is None:
+            raise NoGo(f"bmv2_hosts: no go file {go} within {GO_TIMEOUT_S:g} s")
+        delay = t0 - time.time()
+        if delay > 0:
+            time.sleep(delay)  # waiting for a wall-clock instant, not for a condition
+
     try:  # the exit codes of p4cc's main: 2 for a P4ccError, 130 when interrupted
+        if cmd.host_command == "run":
+            cmd.gate = gate  # called once its receiver listens
+        else:
+            gate()
         return int(cmd.func(cmd) or 0)
+    except NoGo as exc:
+        print(exc, file=sys.stderr)
+        return 3
     except P4ccError as exc:
         print(f"p4cc: error: {exc}", file=sys.stderr)
         return 2
@@ -243,6 +257,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
 class HostsError(P4ccError):
     """A host process failed to start."""
+
+
+class NoGo(HostsError):
+    """The go file did not come (the backend died)."""
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """The host side of a BMv2 run: start every process, wait until it is ready, publish t0.
 
-``p4cc host recv`` in every destination host (ready when its log says ``"listening"``),
-one synchronised ``p4cc host send --schedule`` per source host through
-p4cc.experiment.bmv2.hosts's wrapper (ready when it created its ready file), one
-``iperf3 -s`` per bulk flow (ready when its port listens); then the go file with t0.
+Synchronised host processes through p4cc.experiment.bmv2.hosts's wrapper, each ready
+when it created its ready file: per host with sized flows a receive-only ``p4cc host
+run`` (if flows go to it; ready once it listens) and a ``p4cc host send --schedule`` (if
+flows leave it), or with ``one_process`` one ``host run`` doing both in one event loop;
+one ``iperf3 -s`` per bulk flow (ready when its port listens); then the go file with t0.
 Bulk iperf3 clients start at their start times (``start_bulk``).  Every process is kept
-with its PID and stopped by it (``stop``).
+with its PID and stopped by it (``stop``); each host process's CPU time from t0 to the
+stop is kept (``cpu_rows``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from p4cc.experiment.bmv2.limits import (
     STARTUP_TIMEOUT_S,
     probe_interval_s,
 )
+from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.topo.spec import TopoSpec
 
@@ -40,6 +43,12 @@ SENDER_DEADLINE_SLACK_S = 30.0
 #: shortest bulk client: iperf3 reports once per ``-i`` (1 s, traffic.iperf), so a
 #: shorter client would report nothing
 MIN_BULK_S = 1.0
+#: With ``one_process``, a host process that sends and receives does the work of a
+#: receiving and a sending process, each with an autogroup at HOST_NICE: 3 nice levels
+#: less give its group about the weight of the two (kernel/sched/core.c
+#: sched_prio_to_weight: nice -5 3121, nice -8 6100 = 1.95 x 3121).  Measured: this did
+#: not bring its reply latency back to the split's (docs/emulation.md).
+BOTH_ROLES_NICE_STEPS = 3
 
 
 def _nan(v: Any) -> bool:
@@ -55,14 +64,22 @@ def _tail(p: hp.HostProc) -> str:
 
 class HostProcesses:
     def __init__(self, fabric: Any, spec: ExperimentSpec, topo: TopoSpec,
-                 schedule: pd.DataFrame, hosts_dir: Path, log: Callable[[str], None]) -> None:
+                 schedule: pd.DataFrame, hosts_dir: Path, log: Callable[[str], None],
+                 one_process: bool = False) -> None:
         self.fabric, self.spec, self.topo, self.log = fabric, spec, topo, log
+        #: one ``host run`` per host (receiver and sender in one loop) instead of a
+        #: receiving and a sending process: less CPU, but slower replies on a contended
+        #: CPU (docs/emulation.md, "One host process per host")
+        self.one_process = one_process
         self.hosts_dir = hosts_dir
         self.sized = schedule[schedule["cls"] != "bulk"]
         self.bulk_rows = schedule[schedule["cls"] == "bulk"]
         self.procs: list[hp.HostProc] = []
         self.senders: dict[str, list[int]] = {}  # host -> schedule flow ids in start order
-        self.sender_procs: dict[str, hp.HostProc] = {}
+        self.sender_procs: dict[str, hp.HostProc] = {}  # the host processes that send
+        self.host_procs: list[hp.HostProc] = []  # every ``host run`` process
+        self.receivers: set[str] = set()  # hosts that receive sized flows
+        self.cpu_at_t0: dict[int, float] = {}  # pid -> CPU s when t0 was published
         self.bulk: list[hp.HostProc] = []  # iperf3 clients
         #: (host, role) -> more options of ``p4cc host <role>`` (CHAMELEON's --monitor)
         self.extra_args: Callable[[str, str], list[str]] = lambda host, role: []
@@ -79,73 +96,81 @@ class HostProcesses:
     def start(self) -> tuple[float, float]:
         """Start and wait for everything; publish t0.  Returns t0 as (Unix, monotonic)."""
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        receivers = self._start_receivers(deadline)
-        ready = self._start_senders()
+        ready = self._start_hosts()
         self._start_iperf3_servers(deadline)
         for p, path in ready:
             while not path.is_file():
                 if not p.alive() or time.monotonic() > deadline:
-                    raise hp.HostsError(f"sender in {p.host} did not get ready: {_tail(p)}")
+                    raise hp.HostsError(f"the host process in {p.host} did not get ready: "
+                                        f"{_tail(p)}")
                 time.sleep(hp.LISTEN_POLL_S)  # poll interval of the readiness condition
         # each runs in its own session (mnexec -d): raise its scheduler group (limits.
         # HOST_NICE).  Only now: right after the spawn mnexec may not have called setsid
         # yet, and the write would land on the runner's own group
         for p in self.procs:
-            set_autogroup_nice(p.pid, HOST_NICE)
+            both = p.role == "host" and p.host in self.senders and p.host in self.receivers
+            set_autogroup_nice(p.pid, HOST_NICE - (BOTH_ROLES_NICE_STEPS if both else 0))
+        self.cpu_at_t0 = {p.pid: _cpu(p.pid) for p, _path in ready}
         t0_epoch = time.time() + GO_LEAD_S
         t0_mono = time.monotonic() + GO_LEAD_S
         hp.write_go(self.hosts_dir / "go", t0_epoch)
-        self.log(f"bmv2: {len(receivers)} receivers, {len(ready)} senders, "
-                 f"{len(self.bulk_rows)} bulk flows; t0 = {t0_epoch:.3f}")
+        self.log(f"bmv2: {len(ready)} host processes ({len(self.receivers)} hosts receive, "
+                 f"{len(self.senders)} send), {len(self.bulk_rows)} bulk flows; "
+                 f"t0 = {t0_epoch:.3f}")
         return t0_epoch, t0_mono
 
-    def _start_receivers(self, deadline: float) -> list[hp.HostProc]:
-        scale = self.topo.scale.name
-        dsts = sorted(set(self.sized["dst"].astype(str)),
-                      key=lambda h: self.topo.hosts.index(self.topo.host(h)))
-        receivers = [self._spawn(h, "recv", [sys.executable, "-m", "p4cc", "host", "recv",
-                                             "--scale", scale, "--out",
-                                             str(self.hosts_dir / h / "recv"),
-                                             *self.extra_args(h, "recv")], "recv.log")
-                     for h in dsts]
-        for p in receivers:
-            if not hp.wait_for_text(p.log_path, '"listening"', deadline, [p]):
-                raise hp.HostsError(f"p4cc host recv in {p.host} did not start: {_tail(p)}")
-        return receivers
-
-    def _start_senders(self) -> list[tuple[hp.HostProc, Path]]:
+    def _start_hosts(self) -> list[tuple[hp.HostProc, Path]]:
+        """Host processes through the wrapper, senders in schedule order, then the hosts
+        that only receive: per host one ``host run`` (``one_process``) or a receive-only
+        ``host run`` and a ``host send`` (``recv.log``, ``send.log``)."""
         cc, scale = self.spec.host_cc, self.topo.scale
         probe = probe_interval_s(cc, self.sized["src"].nunique(),
                                  scale.pps(scale.link_rate_bps), scale.base_rtt_s)
         self.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow")
+        srcs = list(dict.fromkeys(self.sized["src"].astype(str)))  # schedule order
+        self.receivers = set(self.sized["dst"].astype(str))
         ready = []
-        for src, rows in self.sized.groupby("src", sort=False):
-            h = str(src)
+        for h in srcs + [x.name for x in self.topo.hosts
+                         if x.name in self.receivers and x.name not in srcs]:
             d = self.hosts_dir / h
-            flows: list[dict[str, Any]] = [
-                {"dst": self.topo.host(str(r["dst"])).ip, "size": int(r["size_bytes"]),
-                 "start_s": float(r["start_s"]), "cc": cc, "ref": int(r["flow_id"]),
-                 "after": int(r.get("after", -1)),
-                 "stop_s": None if _nan(r.get("stop_s")) else float(r["stop_s"])}
-                for r in rows.to_dict("records")]
             d.mkdir(parents=True, exist_ok=True)
-            (d / "schedule.json").write_text(json.dumps(flows))
-            self.senders[h] = [int(x) for x in rows["flow_id"]]
-            last = max(float(f["start_s"]) for f in flows)
-            nic = self.topo.link_at(h, 0).rate_bps
-            argv = [sys.executable, "-m", "p4cc.experiment.bmv2.hosts", "--ready",
-                    str(d / "ready"), "--go", str(self.hosts_dir / "go"),
-                    "--nic-rate", f"{nic:g}", "--", "host", "send", "--schedule",
-                    str(d / "schedule.json"), "--cc", cc, "--scale", scale.name,
-                    "--dev", f"{h}-eth0", "--out", str(d / "send"),
-                    "--probe-interval", f"{probe:g}",
-                    "--completions", str(self.hosts_dir / "completions"), "--deadline",
-                    f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
-                    *self.extra_args(h, "send")]
-            p = self._spawn(h, "send", argv, "send.log")
-            self.sender_procs[h] = p
-            ready.append((p, d / "ready"))
+            send = self._send_args(h, d, cc, probe) if h in srcs else []
+            recv = ["--recv-out", str(d / "recv")] if h in self.receivers else []
+            if self.one_process:
+                parts = [("host", ["host", "run", *send, *(recv or ["--no-recv"])])]
+            else:  # a receive-only ``host run`` (ready = listening) and ``host send``
+                parts = ([("recv", ["host", "run", *recv])] if recv else []) + (
+                    [("send", ["host", "send", *send])] if send else [])
+            for role, cmd in parts:
+                tag = "" if role == "host" else f"-{role}"
+                argv = [sys.executable, "-m", "p4cc.experiment.bmv2.hosts", "--ready",
+                        str(d / f"ready{tag}"), "--go", str(self.hosts_dir / "go")]
+                if send and role != "recv":
+                    argv += ["--nic-rate", f"{self.topo.link_at(h, 0).rate_bps:g}"]
+                cmd += ["--scale", scale.name, *self.extra_args(h, role)]
+                p = self._spawn(h, role, [*argv, "--", *cmd], f"{role}.log")
+                self.host_procs.append(p)
+                if send and role != "recv":
+                    self.sender_procs[h] = p
+                ready.append((p, d / f"ready{tag}"))
         return ready
+
+    def _send_args(self, h: str, d: Path, cc: str, probe: float) -> list[str]:
+        """``host run`` options of host ``h``'s flows (writes its schedule.json)."""
+        rows = self.sized[self.sized["src"].astype(str) == h]
+        flows: list[dict[str, Any]] = [
+            {"dst": self.topo.host(str(r["dst"])).ip, "size": int(r["size_bytes"]),
+             "start_s": float(r["start_s"]), "cc": cc, "ref": int(r["flow_id"]),
+             "after": int(r.get("after", -1)),
+             "stop_s": None if _nan(r.get("stop_s")) else float(r["stop_s"])}
+            for r in rows.to_dict("records")]
+        (d / "schedule.json").write_text(json.dumps(flows))
+        self.senders[h] = [int(x) for x in rows["flow_id"]]
+        last = max(float(f["start_s"]) for f in flows)
+        return ["--schedule", str(d / "schedule.json"), "--cc", cc, "--dev", f"{h}-eth0",
+                "--out", str(d / "send"), "--probe-interval", f"{probe:g}", "--pad",
+                "--completions", str(self.hosts_dir / "completions"), "--deadline",
+                f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}"]
 
     def _iperf3_port(self, flow_id: int) -> int:
         return IPERF_BASE_PORT + [int(x) for x in self.bulk_rows["flow_id"]].index(flow_id)
@@ -197,6 +222,30 @@ class HostProcesses:
                 problems.append(f"tc stats of {h}: {exc}")
         return problems
 
+    def cpu_rows(self) -> list[dict[str, Any]]:
+        """CPU seconds of each host process (proc(5) utime + stime) and its run-queue
+        wait (schedstat), at t0 and now: call before ``stop``."""
+        rows = []
+        for p in self.host_procs:
+            try:
+                cpu, wait = _cpu(p.pid), wait_seconds(p.pid)
+            except OSError:
+                continue  # exited (its sender failed: check_senders says so)
+            t0 = self.cpu_at_t0.get(p.pid, math.nan)
+            rows.append({"host": p.host, "role": p.role, "pid": p.pid,
+                         "sends": p is self.sender_procs.get(p.host),
+                         "receives": p.host in self.receivers and p.role != "send",
+                         "cpu_s": cpu, "cpu_at_t0_s": t0, "cpu_run_s": cpu - t0,
+                         "wait_s": wait})
+        return rows
+
     def stop(self) -> list[str]:
         """Stop every process by PID; returns what needed killing."""
         return hp.stop_all(self.procs)
+
+
+def _cpu(pid: int) -> float:
+    try:
+        return cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        return math.nan

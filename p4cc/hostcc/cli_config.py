@@ -1,0 +1,97 @@
+"""What the options of ``p4cc host send|recv|run`` configure (p4cc.hostcc.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from p4cc.chameleon.stats import Periods
+from p4cc.errors import ConfigError
+from p4cc.hostcc import api
+from p4cc.hostcc.flow import FlowSpec
+from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S, ReceiverConfig
+from p4cc.hostcc.sender import ControllerFactory, SenderConfig
+from p4cc.scale import Scale
+
+#: default RTO cap of ``p4cc host send`` (``--rto-max``): an RTO backs off from
+#: max(2·srtt, --rto) by doubling up to this.
+RTO_MAX_S = 0.5
+
+
+def flow_specs(args: argparse.Namespace) -> list[FlowSpec]:
+    """The flows of ``--schedule FILE`` or of ``--dst``/``--size``/``--flows``."""
+    if args.schedule:
+        try:
+            rows = json.loads(Path(args.schedule).read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read --schedule {args.schedule}: {exc}; give a JSON "
+                              'list of {"dst", "size", "start_s", "cc"} objects') from exc
+        if not isinstance(rows, list) or not rows:
+            raise ConfigError(f"--schedule {args.schedule}: expected a non-empty JSON list of "
+                              '{"dst", "size", "start_s", "cc"} objects')
+        specs = []
+        for i, r in enumerate(rows):
+            try:
+                stop = r.get("stop_s")
+                specs.append(FlowSpec(str(r["dst"]), int(r["size"]),
+                                      float(r.get("start_s", 0.0)), str(r.get("cc", args.cc)),
+                                      int(r.get("port", args.port)), ref=int(r.get("ref", -1)),
+                                      after=int(r.get("after", -1)),
+                                      stop_s=float("inf") if stop is None else float(stop)))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                if isinstance(exc, ConfigError):
+                    raise ConfigError(f"--schedule {args.schedule} row {i}: {exc}") from None
+                raise ConfigError(f"--schedule {args.schedule} row {i} ({r!r}): {exc!r}; each "
+                                  'row is {"dst": IP, "size": bytes[, "start_s": s, "cc": '
+                                  'name, "port": n]}') from None
+        return specs
+    if not args.dst or not args.size:
+        raise ConfigError("give --dst and --size (or --schedule FILE)")
+    return [FlowSpec(args.dst, args.size, i * args.stagger, args.cc, args.port)
+            for i in range(args.flows)]
+
+
+def periods_arg(text: str) -> Periods:
+    """``--monitor-periods SHORT,LONG``."""
+    try:
+        short, long = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected SHORT,LONG in seconds") \
+            from None
+    if not 0 < short <= long:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 0 < SHORT <= LONG")
+    return Periods(short, long)
+
+
+def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
+    """The SenderConfig of ``host send`` / ``host run`` options."""
+    if args.nic_rate and not args.dev:
+        raise ConfigError("--nic-rate caps the HTB pacing of --dev; give --dev too")
+    return SenderConfig(pkt_bytes=args.pkt_bytes or api.datagram_bytes(scale), dev=args.dev,
+                        netns=args.netns, sport_base=args.sport_base,
+                        probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
+                        rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
+                        rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
+                        link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
+                        ack_interval_s=args.ack_interval, completions=args.completions,
+                        pad_data=bool(getattr(args, "pad", False)))
+
+
+def controllers(args: argparse.Namespace, scale: Scale,
+                specs: list[FlowSpec]) -> ControllerFactory:
+    """The flows' controller factory; a bad ``--cc`` fails here, before any set-up."""
+    make = api.controller_factory(scale, args.line_rate or None)
+    for spec in {s.cc: s for s in specs}.values():
+        make(spec)
+    return make
+
+
+def receiver_config(args: argparse.Namespace, scale: Scale, port: int) -> ReceiverConfig:
+    """The ReceiverConfig of ``host recv`` / ``host run`` options."""
+    cnp = args.cnp_interval_us * 1e-6 if args.cnp_interval_us is not None else scale.time(
+        DEFAULT_CNP_INTERVAL_S)
+    return ReceiverConfig(port=port, bind=args.bind, cnp_interval_s=cnp,
+                          nack_interval_s=scale.base_rtt_s,
+                          nack_max_interval_s=64 * scale.base_rtt_s, drop_prob=args.loss,
+                          seed=args.seed)

@@ -1,0 +1,68 @@
+"""How a sender runs its flows (p4cc.hostcc.sender): :class:`SenderConfig`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from p4cc.errors import ConfigError
+from p4cc.hostcc import wire
+
+
+@dataclass(frozen=True)
+class SenderConfig:
+    """How a sender runs its flows (times in seconds)."""
+
+    pkt_bytes: int = field(
+        default=1000,
+        metadata={"help": "IPv4 datagram size of data; the frame on the wire is 14 B more "
+                  "(runners: Scale.pkt_bytes - 14, api.datagram_bytes)"})
+    dev: str | None = field(default=None, metadata={"help": "pace with HTB on this device"})
+    netns: str | None = field(default=None, metadata={"help": "named netns to run in"})
+    sport_base: int = field(default=0, metadata={"help": "flow i uses sport_base+i (0: any)"})
+    sndbuf_bytes: int = field(default=65536, metadata={"help": "SO_SNDBUF with HTB pacing"})
+    host_queue_bytes: int = field(
+        default=8192,
+        metadata={"help": "min bytes (skb truesize, SIOCOUTQ; ~2.3 KB per 1000-B packet) a "
+                  "flow keeps queued in its HTB class; the rest of SO_SNDBUF stays free "
+                  "for probes"},
+    )
+    host_queue_s: float = field(
+        default=5e-3, metadata={"help": "...or this much time at the flow's rate, if more"})
+    probe_interval_s: float = field(default=8e-3, metadata={"help": "RTT probe period"})
+    rtt_window: int = field(
+        default=1,
+        metadata={"help": "the controller gets the median of the last N probe RTTs "
+                  "(1: each raw sample, the RL-CC definition)"})
+    rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout floor"})
+    rto_max_s: float = field(
+        default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
+    link_rate_bps: float | None = field(
+        default=None, metadata={"help": "with dev: cap the flows' sum at the host link rate"})
+    ack_every: int = field(default=16, metadata={"help": "AckReq every N data packets"})
+    ack_interval_s: float | None = field(
+        default=None,
+        metadata={"help": "also AckReq on the first new packet this long after the last "
+                  "AckReq: the ACKs are RTT samples for the controller (None: the "
+                  "controller's ack_interval_s attribute if it has one, as RL-CC does; "
+                  "0: off)"})
+    trace_interval_s: float = field(default=10e-3, metadata={"help": "trace row period"})
+    completions: str | None = field(
+        default=None, metadata={"help": "file shared by the senders of a run: completed "
+                                "flows' refs, for flows that start ``after`` one"})
+    ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
+    pad_data: bool = field(
+        default=False,
+        metadata={"help": "pad every data packet to pkt_bytes (a flow's short last packet "
+                  "too): on a packets/s queue (BMv2) every data packet then holds the "
+                  "bytes its slot stands for; the receiver counts the message bytes only"})
+
+    def __post_init__(self) -> None:
+        if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
+            raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
+        if not 1 <= self.rtt_window <= 64:
+            raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
+        if self.ack_interval_s is not None and not self.ack_interval_s >= 0:
+            raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
+        for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
