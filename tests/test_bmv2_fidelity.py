@@ -167,13 +167,13 @@ def _bursty(n: int = 40, pps: float = 500.0, depth_pkts: float = 25.0,
     """A port whose queue builds in bursts and drains within each interval: it sends
     less than its packet rate, and its packets wait ``wait_per_pkt_s`` per packet ahead."""
     t = _tele(n=n, pps=pps, depth_pkts=depth_pkts)
-    t["sojourn_avg_s"] = depth_pkts * wait_per_pkt_s
+    t["sojourn_avg_s"] = (depth_pkts + 1) * wait_per_pkt_s  # + the packet in service
     return t
 
 
 def test_bursty_port_dequeuing_at_its_rate_is_faithful() -> None:
     # 500 of 1250 pps with a mean enqueue depth of 25: the queue drained between
-    # bursts; each packet waited 0.8 ms (one packet time) per packet ahead of it
+    # bursts; each packet waited ~0.8 ms (one packet time) per packet ahead of it
     v = _judge(_bursty(wait_per_pkt_s=1.03 / 1250))
     assert v.faithful, v.summary()
     assert v.checks["port_rate"]["checked"] == 40
@@ -190,3 +190,21 @@ def test_port_serving_more_than_its_rate_is_unfaithful() -> None:
     v = _judge(_bursty(pps=1500))  # +20 %: the interval's reads were far apart
     assert v.checks["port_rate"]["violations"] == 40
     assert "more than the port can send" in v.violations.iloc[0]["reason"]
+
+
+def test_a_short_queue_counts_the_packet_in_service() -> None:
+    # 8 packets queued + the one being sent: 9 slots of 0.8 ms, 5 % late in all -- the
+    # switch kept up (8 slots alone would read 18 % slow)
+    t = _tele(pps=200, depth_pkts=8)
+    t["sojourn_avg_s"] = 9 * 1.05 / 1250
+    assert _judge(t).faithful
+    t["sojourn_avg_s"] = 9 * 1.2 / 1250
+    assert not _judge(t).faithful
+
+
+def test_one_glitch_is_tolerated_in_a_short_run_two_are_not() -> None:
+    short = _tele(n=30)  # 2 % of 30 intervals is less than one
+    short.loc[5, "tx_pkts"] = 200
+    assert _judge(short).faithful
+    short.loc[20, "tx_pkts"] = 200
+    assert not _judge(short).faithful

@@ -65,7 +65,7 @@ FAKE_SWITCH = '''#!/usr/bin/env python3
 import socket, sys
 a = sys.argv[1:]
 if "--help" in a:
-    print("--thrift-port --device-id --no-p4")
+    print("--thrift-port --device-id --no-p4 --priority-queues")
     sys.exit(0)
 ports = [int(a[a.index("--thrift-port") + 1]),
          int(a[a.index("--grpc-server-addr") + 1].rsplit(":", 1)[1])]

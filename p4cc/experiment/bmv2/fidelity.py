@@ -9,7 +9,8 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
 ``port_rate``   a port with a queue (mean enqueue depth >= ``standing_pkts``) dequeued
                 at its configured packets/s (BMv2's queue rate, REFERENCE §1) while it
                 had packets: a packet waited (``sojourn_avg_s``) at most 1 + ``port_rate``
-                packet times per packet ahead of it (mean depth at enqueue) -- Mininet-
+                packet times per packet ahead of it (mean depth at enqueue, + 1 for the
+                packet in service) -- Mininet-
                 HiFi's "a busy link dequeues at its rate", which holds for bursty queues
                 that drain within the interval too; and no port sent more than
                 1 + ``port_rate`` of its packets/s (more: the interval's timing is wrong,
@@ -33,9 +34,10 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
 ``poll``        every telemetry poll started within ``poll_late`` of Δt after its
                 deadline and read its counters and registers within ``read_span`` of Δt.
 
-A check fails when more than ``allowed`` of the intervals it checked violate it (a
-single preemption is tolerated, a pattern is not); the run is faithful when no check
-fails.  The tolerances are stated in ``Tolerances`` and stored with the verdict.
+A check fails when more than ``allowed`` of the intervals it checked, and more than
+``single`` intervals, violate it (a single preemption is tolerated, a pattern is not);
+the run is faithful when no check fails.  The tolerances are stated in ``Tolerances``
+and stored with the verdict.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Tolerances:
     poll_late: float = 0.5  # of Δt
     read_span: float = 0.2  # of Δt
     allowed: float = 0.02  # fraction of checked intervals that may violate a check
+    single: int = 1  # ...or this many intervals, whatever their fraction (one preemption)
 
 
 @dataclass
@@ -175,12 +178,15 @@ def _port_rate_violation(served: float, pps: float, depth: float, sojourn_s: flo
                     f"({100 * (served / pps - 1):+.1f} %) with a standing queue "
                     f"(mean {depth:.0f} pkts)")
         return ""
-    per_pkt = sojourn_s / depth  # time a packet waited per packet ahead of it
+    # a packet that finds d packets queued leaves after them plus what is left of the
+    # slot of the one being sent: at most (d + 1) packet times at the port's rate
+    per_pkt = sojourn_s / (depth + 1)
     if per_pkt * pps > 1 + tol.port_rate:
         return (f"dequeued at {1 / per_pkt:.0f} pps of the configured {pps:.0f} "
                 f"({100 * (1 / (per_pkt * pps) - 1):+.1f} %) while it had packets: a packet "
                 f"waited {per_pkt * 1e3:.2f} ms per packet ahead of it (mean queue "
-                f"{depth:.0f} pkts, sojourn {sojourn_s * 1e3:.1f} ms; served {served:.0f} pps)")
+                f"{depth:.0f} pkts + the one in service, sojourn {sojourn_s * 1e3:.1f} ms; "
+                f"served {served:.0f} pps)")
     return ""
 
 
@@ -311,8 +317,11 @@ def verdict(results: Mapping[str, tuple[int, list[dict[str, Any]]]],
     for name in CHECKS:
         checked, rows = results.get(name, (0, []))
         frac = len(rows) / checked if checked else 0.0
+        # a single violating interval is tolerated however few were checked (a 30-s
+        # run checks a busy port in ~30 intervals: 2 % of them is less than one)
+        ok = frac <= tol.allowed or len(rows) <= tol.single
         checks[name] = {"checked": checked, "violations": len(rows),
-                        "fraction": round(frac, 4), "ok": frac <= tol.allowed}
+                        "fraction": round(frac, 4), "ok": ok}
         allrows += rows
     v = _viol(allrows).sort_values(["t_s", "check"], kind="stable").reset_index(drop=True)
     return Verdict(all(c["ok"] for c in checks.values()), checks, v, tol)
