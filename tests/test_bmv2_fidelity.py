@@ -100,6 +100,21 @@ def test_ingress_backlog_is_unfaithful() -> None:
     assert v.checks["switch_backlog"]["violations"] > 20 and not v.faithful
 
 
+def test_control_packets_do_not_count_as_backlog_when_the_kernel_tx_is_sampled() -> None:
+    """Control packets (ACK, CNP) are accounted at P4 index 0, not in a port's telemetry;
+    the kernel's tx counter on the switch's interfaces shows the switch sent them."""
+    tele = _tele(depth_pkts=0)  # data: 1250 pps in and out
+    ctl = 400.0  # and 400 pps of control packets in and out, invisible to the telemetry
+    cpu = _cpu(0.0, rx_extra_per_s=ctl)
+    sent = cpu.assign(tx_pkts=(1250 + ctl) * cpu["t_s"])
+    assert _judge(tele, cpu=sent).checks["switch_backlog"]["violations"] == 0
+    # the switch really kept 200 pps of them: a backlog, caught from the kernel counters
+    kept = cpu.assign(tx_pkts=(1250 + ctl - 200) * cpu["t_s"])
+    assert _judge(tele, cpu=kept).checks["switch_backlog"]["violations"] > 20
+    # without tx_pkts (runs sampled before it existed) the telemetry's tx is used
+    assert _judge(tele, cpu=cpu).checks["switch_backlog"]["violations"] > 20
+
+
 def _traces(sent_bps: float, asked_bps: float, flows: int = 2, secs: int = 6) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for f in range(1, flows + 1):

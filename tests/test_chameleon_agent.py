@@ -136,3 +136,40 @@ def test_switch_proxy_over_a_real_connection() -> None:
             proxy.link.client.close()  # type: ignore[union-attr]
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def test_fixed_setting_options_start_from_it_and_never_step(tmp_path: Path) -> None:
+    """``tune=0`` with ``initial``/``ecn`` or ``from``: the controller serves one setting
+    (the evaluation arms of chameleon_eval on BMv2), recording the objective only."""
+    paper = get_scale("paper")
+    expert = chameleon.default_settings(paper, "hpcc-ns3", "SECN2")
+    cfg = chameleon.parse_options("tune=0,initial=hpcc-ns3,ecn=SECN2")
+    assert not cfg.tune and cfg.starting(paper) == expert
+    (run,) = run_spec(spec("chameleon:long=0.001,tune=0,initial=hpcc-ns3,ecn=SECN2"), "sim",
+                      out=tmp_path / "a", progress=lambda *a: (lambda t: None))
+    rows = pd.read_csv(run / "chameleon.csv")
+    assert len(rows) >= 5 and set(rows["param"]) == {"fixed"} and (rows["round"] == 0).all()
+    assert rows["metric"].notna().all()
+    assert (rows[list(expert)].iloc[-1] == pd.Series(expert)).all()
+    act = pd.read_csv(run / "agent.csv")
+    assert set(act["kmin_bytes"]) == {round(expert["kmin_bytes"])}
+    # a setting from a file: its values replace the starting ones, and reach the hosts
+    f = tmp_path / "tuned.json"
+    f.write_text('{"rai_bps": 2e7, "cnp_interval_s": 2e-5}')
+    topo = parse_topo(TOPO, "paper")
+    sched = frame({"start_s": [0.0], "src": ["h1"], "dst": ["h3"], "size_bytes": 0,
+                   "cls": "bulk", "tag": "b", "stop_s": 1.0})
+    fab = chameleon.SimChameleon(topo, _Sink(), chameleon.parse_options(
+        f"long=0.0005,tune=0,from={f}"), interval_s=1e-4)
+    eng = Engine(topo, sched, SimConfig(cc_params="nvidia", telemetry_interval_s=1e-4),
+                 on_interval=lambda t, recs: fab.on_interval(eng, t, recs))
+    eng.run(0.0012)
+    assert eng.cc.params.rai_bps == pytest.approx(2e7)  # type: ignore[attr-defined]
+    assert eng.cnp_interval == pytest.approx(2e-5) and fab.applied == 1
+    for bad, why in (("tune=2", "expected 0 or 1"), ("ecn=NOPE", "NOPE"),
+                     ("initial=nope", "nope"), (f"from={tmp_path}/missing.json", "cannot read")):
+        with pytest.raises(ConfigError, match=why):
+            chameleon.parse_options(bad)
+    f.write_text('{"rai_bps": 1e15}')
+    with pytest.raises(ConfigError, match=r"rai_bps=.* is outside"):
+        chameleon.parse_options(f"from={f}").starting(paper)

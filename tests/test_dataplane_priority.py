@@ -55,3 +55,15 @@ def test_control_packet_overtakes_the_data_queue(rig) -> None:  # type: ignore[n
 def test_a_data_packet_waits_its_turn(rig) -> None:  # type: ignore[no-untyped-def]
     order = _order(rig, 0)  # the same frame without DSCP 48: FIFO behind the data
     assert order.index(CONTROL_SEQ) == DATA, order
+
+
+def test_control_packets_are_accounted_at_index_0(rig) -> None:  # type: ignore[no-untyped-def]
+    """A port's counters describe its data queue (the one the configured rate applies
+    to): a DSCP-48 frame is counted at the unused index 0, a data frame at its port."""
+    before = rig.p4rt.read_counters_many(["port_offered", "port_tx"])
+    _order(rig, TOS_CONTROL)  # DATA + 1 data frames and one control frame to port 2
+    after = rig.p4rt.read_counters_many(["port_offered", "port_tx"])
+    for name in ("port_offered", "port_tx"):
+        d_port = after[name].get(PORT, (0, 0))[0] - before[name].get(PORT, (0, 0))[0]
+        d_zero = after[name].get(0, (0, 0))[0] - before[name].get(0, (0, 0))[0]
+        assert (d_port, d_zero) == (DATA + 1, 1), (name, d_port, d_zero)

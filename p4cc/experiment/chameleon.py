@@ -23,9 +23,11 @@ switch's statistics and return the controller's ECN setting.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,7 +87,25 @@ class ChameleonConfig:
     short_period_s: float | None = None  # None: 10 ms paper time, scaled (sim: Δt)
     expiry_periods: float = 3.0  # a reporter silent this many long periods is dropped
     params: tuple[str, ...] = space.NAMES  # tuned, in this order
-    initial: str = "nvidia"  # DCQCN parameter set to start from (with VENDOR ECN)
+    initial: str = "nvidia"  # DCQCN parameter set to start from
+    ecn: str = "VENDOR"  # static ECN setting to start from
+    start: tuple[tuple[str, float], ...] = ()  # values that replace the starting ones
+    tune: bool = True  # False: dispatch the starting setting once and never step
+
+    def starting(self, scale: Scale) -> dict[str, float]:
+        """The first setting: ``initial``'s DCQCN values, ``ecn``'s thresholds, then
+        ``start`` (e.g. a setting a tuning run left), each checked against its range."""
+        out = default_settings(scale, self.initial, self.ecn)
+        for name, value in self.start:
+            if name not in space.BY_NAME:
+                raise ConfigError(f"chameleon: unknown parameter {name!r} in the starting "
+                                  f"setting; choose from {space.NAMES}")
+            lo, hi = space.BY_NAME[name].bounds(scale)
+            if not (math.isfinite(value) and lo * (1 - 1e-9) <= value <= hi * (1 + 1e-9)):
+                raise ConfigError(f"chameleon: starting {name}={value!r} is outside "
+                                  f"[{lo:g}, {hi:g}] at scale {scale.name}")
+            out[name] = float(value)
+        return out
 
     def periods(self, scale: Scale) -> Periods:
         p = Periods.for_scale(scale)
@@ -101,7 +121,7 @@ class ChameleonController:
         self.periods = self.config.periods(scale)
         kw = {"clock": clock} if clock is not None else {}
         self.state = state or MonitorState(self.expiry_s, **kw)
-        self.settings = default_settings(scale, self.config.initial)
+        self.settings = self.config.starting(scale)
         self.tuner = GreedyTuner(knobs(scale, self.settings, self.config.params),
                                  self.config.tuner)
         self.round = 0
@@ -128,6 +148,11 @@ class ChameleonController:
         every host and switch, or None (no report yet, or the tuner has stopped)."""
         m = self.objective()
         if m is None or self.tuner.done:
+            return None
+        if not self.config.tune:  # a fixed setting: the objective is only recorded
+            self.rows.append({"t_s": t, "round": self.round, "metric": m, "param": "fixed",
+                              "done": False, "hosts": len(self.state.live("host")),
+                              "switches": len(self.state.live("switch")), **self.settings})
             return None
         param = self.tuner.param
         new = self.tuner.step(m)
@@ -220,6 +245,7 @@ class SimChameleon:
                 self.links[h].send(self.builders[h].report(t))
         if self._next_round is None:
             self._next_round = t + self.ctl.periods.long_s
+            self._apply_start(eng)
         if t >= self._next_round - 1e-12:
             self._next_round += self.ctl.periods.long_s
             msg = self.ctl.decide(t)
@@ -239,6 +265,19 @@ class SimChameleon:
             if row in last and t > last[row][0]:
                 out[s] = 8.0 * (d - last[row][1]) / (t - last[row][0])
         return out if last else None
+
+    def _apply_start(self, eng: Any) -> None:
+        """The starting setting into the hosts where it differs from the run's host CC
+        (``initial``/``from`` options; the BMv2 controller broadcasts it at t0)."""
+        start = self.ctl.settings
+        hook = getattr(eng, "cc", None)
+        params = getattr(hook, "params", None)
+        differs = {k: v for k, v in start.items() if k in space.HOST_PARAMS
+                   and params is not None and getattr(params, k, v) != v}
+        if start["cnp_interval_s"] != getattr(eng, "cnp_interval", start["cnp_interval_s"]):
+            differs["cnp_interval_s"] = start["cnp_interval_s"]
+        if differs:
+            self._apply(eng, differs)
 
     def _apply(self, eng: Any, params: Mapping[str, float]) -> None:
         host = {k: v for k, v in params.items() if k in space.HOST_PARAMS}
@@ -269,7 +308,10 @@ _TUNER_KEYS = {"beta": float, "lam": float, "patience": int, "max_rounds": int,
 def parse_options(arg: str) -> ChameleonConfig:
     """``chameleon:<key>=<value>,...``: ``long``/``short`` (periods, s), ``beta``,
     ``lam``, ``patience``, ``max_rounds`` (per parameter), ``target`` (tuner),
-    ``params`` (names joined by ``+``, the tuning order), ``initial`` (DCQCN set)."""
+    ``params`` (names joined by ``+``, the tuning order), ``initial`` (DCQCN set),
+    ``ecn`` (static ECN setting), ``from`` (a JSON file ``{name: value}`` whose values
+    replace the starting ones, e.g. a tuned setting), ``tune`` (0: keep the starting
+    setting: evaluate a fixed setting through the same controller)."""
     cfg, tkw = ChameleonConfig(), dict[str, Any]()
     for item in filter(None, arg.split(",")):
         key, sep, val = item.partition("=")
@@ -289,13 +331,36 @@ def parse_options(arg: str) -> ChameleonConfig:
                     raise ValueError(f"unknown parameters {bad}; choose from {space.NAMES}")
                 cfg = replace(cfg, params=names)
             elif key == "initial":
+                dcqcn_params(val, 25e9)  # an unknown set is refused here, by name
                 cfg = replace(cfg, initial=val)
+            elif key == "ecn":
+                static_setting(val, Scale())  # an unknown setting is refused here
+                cfg = replace(cfg, ecn=val)
+            elif key == "from":
+                cfg = replace(cfg, start=_read_setting(val))
+            elif key == "tune":
+                if val not in ("0", "1"):
+                    raise ValueError("expected 0 or 1")
+                cfg = replace(cfg, tune=val == "1")
             else:
                 raise ValueError("unknown key")
         except ValueError as exc:
             raise ConfigError(f"agent option {item!r} of chameleon: {exc}; keys: long, "
-                              f"short, params, initial, {', '.join(_TUNER_KEYS)}") from None
+                              f"short, params, initial, ecn, from, tune, "
+                              f"{', '.join(_TUNER_KEYS)}") from None
     return replace(cfg, tuner=TunerConfig(**tkw)) if tkw else cfg
+
+
+def _read_setting(path: str) -> tuple[tuple[str, float], ...]:
+    """``{name: value}`` from a JSON file (ValueError naming the file on any problem)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read a setting from {path}: {exc}") from None
+    if not isinstance(doc, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in doc.values()):
+        raise ValueError(f"{path} must hold one JSON object of parameter: number")
+    return tuple((str(k), float(v)) for k, v in doc.items())
 
 
 def for_sim(agent_name: str, topo: TopoSpec, sink: Any,

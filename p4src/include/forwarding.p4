@@ -13,7 +13,14 @@
  * (simple_switch --priority-queues 2, p4cc.topo.bmv2) serves a port's priority queues
  * each with its own rate limiter, highest priority first: control packets then neither
  * wait behind a standing data queue nor use the data queue's packets/s, which on a
- * real link they would barely touch (a 64-B CNP is 6 % of a 1000-B slot). */
+ * real link they would barely touch (a 64-B CNP is 6 % of a 1000-B slot).
+ * Statistics (issue 10): control packets are accounted at the unused index 0 of every
+ * per-port counter and register (meta.port_idx below), so a port's tx/offered counters,
+ * queue statistics and PET bitmaps describe its data queue only -- the queue the
+ * configured packet rate applies to.  Before, a port that carried data one way and the
+ * ACKs/CNPs of the other direction reported more packets/s than its rate and a mean
+ * packet below the padded size, and the fidelity verdict flagged it (port_rate,
+ * byte_rate).  Index 0 holds all control packets of the switch. */
 const bit<6> DSCP_CONTROL     = 48;
 const bit<3> PRIORITY_CONTROL = 1;   // BMv2 serves the highest priority value first
 const bit<3> PRIORITY_DATA    = 0;
@@ -47,7 +54,8 @@ control Forwarding(inout headers_t hdr,
     /* Next hop: output port, MAC rewrite (dmac = next hop's MAC, smac = this switch's
      * port MAC), TTL decrement (the IPv4 checksum is recomputed in the deparser). */
     /* Also counts port_offered (index meta.port_idx = port; ports above MAX_PORT_INDEX
-     * go to the unused index 0, so no extra condition is needed), picks the egress priority
+     * and control packets go to the unused index 0, so no extra condition is needed),
+     * picks the egress priority
      * queue (DSCP_CONTROL above) and copies it into meta.qid (see metadata_t.qid): one
      * action instead of four pipeline steps. */
     action set_nhop(port_t port, mac_t dmac, mac_t smac) {
@@ -55,7 +63,8 @@ control Forwarding(inout headers_t hdr,
         hdr.ethernet.dst_addr = dmac;
         hdr.ethernet.src_addr = smac;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-        meta.port_idx = (port <= MAX_PORT_INDEX) ? (bit<32>)port : 0;
+        meta.port_idx = (port <= MAX_PORT_INDEX && hdr.ipv4.dscp != DSCP_CONTROL)
+                        ? (bit<32>)port : 0;
         port_offered.count(meta.port_idx);
         standard_metadata.priority = (hdr.ipv4.dscp == DSCP_CONTROL) ? PRIORITY_CONTROL
                                                                       : PRIORITY_DATA;

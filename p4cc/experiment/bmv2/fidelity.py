@@ -220,7 +220,10 @@ def switch_cpu_check(cpu: pd.DataFrame, port_pps: Mapping[str, float],
 def backlog_check(tele: pd.DataFrame, cpu: pd.DataFrame, switch_pps: Mapping[str, float],
                   pkt_bytes: int, tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
     """Kernel rx on the switch's interfaces (``cpu.rx_pkts``, cumulative) against what
-    the pipeline accounted for (telemetry tx + drops, cumulative, + what is queued)."""
+    the switch processed: sent (the kernel's ``cpu.tx_pkts`` when sampled -- data and
+    control packets; else the telemetry's tx, which since control packets are accounted
+    at index 0 (p4src/include/forwarding.p4) counts data only), dropped (telemetry) and
+    queued (telemetry), all cumulative."""
     rows: list[dict[str, Any]] = []
     checked = 0
     if tele.empty or cpu.empty or "rx_pkts" not in cpu:
@@ -235,8 +238,13 @@ def backlog_check(tele: pd.DataFrame, cpu: pd.DataFrame, switch_pps: Mapping[str
         inside = (t >= c["t_s"].iloc[0]) & (t <= c["t_s"].iloc[-1])
         if inside.sum() < 2:
             continue
-        done = np.cumsum((per_t["done"] + per_t["drops"]).to_numpy(float))
-        rx = np.interp(t, c["t_s"].to_numpy(float), c["rx_pkts"].to_numpy(float))
+        ct = c["t_s"].to_numpy(float)
+        if "tx_pkts" in c and c["tx_pkts"].notna().all():
+            done = (np.interp(t, ct, c["tx_pkts"].to_numpy(float))
+                    + np.cumsum(per_t["drops"].to_numpy(float)))
+        else:  # runs sampled before tx_pkts existed
+            done = np.cumsum((per_t["done"] + per_t["drops"]).to_numpy(float))
+        rx = np.interp(t, ct, c["rx_pkts"].to_numpy(float))
         queued = per_t["q"].to_numpy(float) / pkt_bytes
         first = int(np.argmax(inside))
         backlog = (rx - rx[first]) - (done - done[first]) - (queued - queued[first])

@@ -4,7 +4,8 @@ A thread samples, every ``period_s`` of the run clock, each BMv2 process's CPU t
 (proc(5) ``/proc/<pid>/stat`` utime + stime), the time its threads waited on a run
 queue (``/proc/<pid>/task/*/schedstat`` field 2, ns; Documentation/scheduler/
 sched-stats.rst) and the packets the kernel delivered to its interfaces
-(``/sys/class/net/<if>/statistics/rx_packets``).  All cumulative; the verdict takes
+(``/sys/class/net/<if>/statistics/rx_packets``) and sent from them (``tx_packets``).
+All cumulative; the verdict takes
 differences.  Reading a few small files per switch costs ~0.1 ms.
 """
 
@@ -37,19 +38,29 @@ def wait_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def rx_packets(ifnames: Sequence[str]) -> int:
+def if_packets(ifnames: Sequence[str], counter: str = "rx_packets") -> int:
+    """Sum of one kernel interface counter (``rx_packets``, ``tx_packets``) over
+    ``ifnames``; an interface that is gone counts 0."""
     n = 0
     for name in ifnames:
         try:
-            n += int(Path(f"/sys/class/net/{name}/statistics/rx_packets").read_text())
+            n += int(Path(f"/sys/class/net/{name}/statistics/{counter}").read_text())
         except (OSError, ValueError):
             continue
     return n
 
 
+def rx_packets(ifnames: Sequence[str]) -> int:
+    return if_packets(ifnames, "rx_packets")
+
+
 def sample(switch: str, pid: int, ifnames: Sequence[str], t_s: float) -> dict[str, Any]:
+    """``rx_pkts``: packets the kernel delivered to the switch's interfaces; ``tx_pkts``:
+    packets the switch sent on them (data and control alike: the backlog check's
+    "processed" side, which the P4 counters no longer give for control packets)."""
     return {"t_s": round(t_s, 4), "switch": switch, "pid": pid, "cpu_s": cpu_seconds(pid),
-            "wait_s": wait_seconds(pid), "rx_pkts": rx_packets(ifnames)}
+            "wait_s": wait_seconds(pid), "rx_pkts": rx_packets(ifnames),
+            "tx_pkts": if_packets(ifnames, "tx_packets")}
 
 
 class SwitchSampler:
