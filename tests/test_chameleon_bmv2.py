@@ -75,3 +75,33 @@ def test_bmv2_controller_rounds_reach_hosts_and_switches() -> None:
         fab.stop(sink)
     assert sink.tables["chameleon"] and not fab.dir.exists()
     assert any("chameleon:" in line for line in sink.lines)
+
+
+def test_a_fixed_setting_reaches_a_proxy_that_links_after_t0() -> None:
+    """tune=0 never makes a new setting: a switch proxy links on its first telemetry
+    record, after t0's broadcast, and is answered with the setting in force (before,
+    such a run had no ECN marking at all)."""
+    topo = parse_topo("star,hosts=3", "testbed")
+    fab = chameleon_bmv2.for_bmv2("chameleon:long=0.2,short=0.04,tune=0,ecn=SECN2", topo)
+    assert fab is not None
+    rep = None
+    try:
+        p = tuning.RuntimeParams(topo.scale)
+        rep = tuning.start_reporter(fab.address, "h1/recv", lambda t: {"rx_bps": 5e6}, p,
+                                    Periods(0.04, 0.2))
+        fab.begin(time.monotonic())  # t0: the setting goes to the host only
+        assert wait_for(lambda: p.applied >= 1, 5.0)
+        with chameleon_links(fab):
+            proxy = make_agent("chameleon", topo.scale)  # links after t0
+        assert isinstance(proxy, ChameleonProxy)
+        proxy.reset({1: None})
+        rec = PortTelemetry("s1", 1, 1.0, 0.04, 1000.0, 2000.0, 5e6, 1e5, 10, 1, 0, None,
+                            1, 1, 0)
+        got: dict[int, object] = dict(proxy.act({1: rec}))  # its first record: it links
+        assert wait_for(lambda: bool(got.update(proxy.act({})) or got), 5.0)
+        assert got[1].kmin_bytes == round(fab.ctl.settings["kmin_bytes"])  # type: ignore[attr-defined]
+        assert fab.ctl.round == 0  # nothing was tuned
+    finally:
+        if rep is not None:
+            rep.stop()
+        fab.stop(_Sink())

@@ -230,3 +230,55 @@ def test_progress_line_counts_done_failed_running() -> None:
     text = out.getvalue()
     assert "p/b FAILED: RuntimeError: boom" in text
     assert "sweep: 1/4 done, 1 failed, 2 running" in text.splitlines()[-1]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.append(int(d.name))
+    return out
+
+
+def test_sigterm_stops_the_sweep_and_its_workers_cleanly(tmp_path: Path) -> None:
+    """`kill` of a running sweep: the worker's run is marked partial (interrupted), the
+    workers exit, the sweep exits non-zero (before, the pool's worker kept running its
+    run -- on bmv2 a whole fabric -- after the sweep died)."""
+    import json
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    long = {**TINY, "duration_s": 600.0}  # minutes of simulated traffic: still running
+    spec = write_spec(tmp_path, long)
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "p4cc", "sweep", str(spec), "--grid",
+                             "load=0.5", "--seeds", "1", "--local", "--workers", "1",
+                             "--runs", str(runs)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(runs.rglob("status.json")):
+            time.sleep(0.1)  # poll: the run has started when its status.json exists
+        assert list(runs.rglob("status.json")), "the run never started"
+        workers = _children(proc.pid)
+        assert workers
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{w}").exists() for w in workers):
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{w}").exists() for w in workers), "a worker outlived it"
+    (status,) = [json.loads(f.read_text()) for f in runs.rglob("status.json")]
+    assert status["complete"] is False and "interrupted" in status["reason"], status

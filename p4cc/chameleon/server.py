@@ -148,6 +148,9 @@ class MonitorServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._thread = threading.Thread(target=self._run, name="p4cc-monitor", daemon=True)
         self.listener: socket.socket | None = None
+        #: called on every hello: a message to answer it with (None: nothing), e.g. the
+        #: settings in force for a reporter that connects after they were broadcast
+        self.welcome: Callable[[], Message | None] | None = None
 
     @property
     def address(self) -> str:
@@ -281,6 +284,10 @@ class MonitorServer:
             try:
                 msg = self.state.handle_line(line)
                 c.id = msg.id
+                hello = self.welcome() if msg.type == "hello" and self.welcome else None
+                if hello is not None:  # the settings in force, for a late reporter
+                    with self._lock:
+                        c.wbuf += encode(hello)
             except ProtocolError as exc:
                 log.warning("monitor: refused a line: %s", exc)
                 with self._lock:

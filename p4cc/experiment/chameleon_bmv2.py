@@ -67,6 +67,10 @@ class Bmv2Chameleon:
     def begin(self, t0_mono: float) -> None:
         """At t0: everyone gets the starting setting; rounds every long period."""
         self._t0 = t0_mono
+        # from now on a reporter that connects late (a switch proxy links when its loop
+        # starts) is answered with the settings in force: with tune=0 no later round
+        # would ever send them (such a run had no ECN marking at all)
+        self.server.welcome = self.ctl.message
         self.server.broadcast(self.ctl.message())
         self._thread.start()
 

@@ -32,7 +32,9 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[None]:
+    """In the main thread: SIGTERM raises :class:`Terminated` (a KeyboardInterrupt), so
+    ``kill PID`` runs the same cleanup as Ctrl-C (fabric down, run marked partial)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -86,7 +88,7 @@ def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
     resolved = resolve(spec)
     base = Path(out) if out else Path(runs_root) / spec.name
     done: list[Path] = []
-    with _sigterm_as_interrupt():
+    with sigterm_as_interrupt():
         for agent in spec.agents:
             for seed in spec.seeds:
                 done.append(run_variant(spec, be, base, agent, seed, schedules[seed],

@@ -29,7 +29,7 @@ import yaml
 from p4cc.errors import ConfigError
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.grid import GridAxis, GridPoint, expand, parse_grid, read_doc
-from p4cc.experiment.runner import run_variant, variant_dir_name
+from p4cc.experiment.runner import run_variant, sigterm_as_interrupt, variant_dir_name
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, resolve
 
@@ -166,8 +166,11 @@ def run_task(task: SweepTask) -> TaskResult:
     try:
         spec = task.spec
         schedule = build_schedule(spec, task.seed, spec.topo())
-        run_variant(spec, get_backend(task.backend), task.path.parent, task.agent,
-                    task.seed, schedule, resolve(spec), _quiet)
+        # a worker told to stop (the sweep was interrupted, or `kill` of the worker)
+        # tears its fabric down and marks its run partial, as `p4cc run` does
+        with sigterm_as_interrupt():
+            run_variant(spec, get_backend(task.backend), task.path.parent, task.agent,
+                        task.seed, schedule, resolve(spec), _quiet)
     except Exception as exc:  # reported by the sweep, recorded in the run's status.json
         error = f"{type(exc).__name__}: {exc}"
     return TaskResult(task.label, not error, error, time.monotonic() - t0,

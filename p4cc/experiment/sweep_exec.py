@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from typing import Any, TextIO
 
 from p4cc.errors import ConfigError, P4ccError
+from p4cc.experiment.runner import sigterm_as_interrupt
 from p4cc.experiment.sweep import TaskResult, run_task
 
 Results = Iterator[TaskResult | None]
@@ -71,6 +72,16 @@ def run_pool(tasks: Sequence[Any], workers: int, address: str | None = None) -> 
                     exc = f.exception()
                     yield f.result() if exc is None else _failed(futs[f], exc)
                 yield None
+        except BaseException:
+            # interrupted (Ctrl-C, or SIGTERM via sigterm_as_interrupt): stop the queued
+            # runs and SIGTERM the workers, whose runs then tear down their fabric
+            # (run_task); leaving them would leave a BMv2 fabric and its hosts running
+            for f in todo:
+                f.cancel()
+            for proc in list(getattr(ex, "_processes", {}).values()):
+                if proc.is_alive():
+                    proc.terminate()
+            raise
         finally:
             for f in todo:
                 f.cancel()
@@ -209,6 +220,13 @@ def execute(tasks: Sequence[Any], executor: str = "pool", workers: int | None = 
     n = pool_workers(tasks[0].backend, workers)
     view = ProgressView(len(tasks), n, stream) if show else None
     results: list[TaskResult] = []
+    with sigterm_as_interrupt():
+        _execute(tasks, executor, n, address, view, results)
+    return results
+
+
+def _execute(tasks: Sequence[Any], executor: str, n: int, address: str | None,
+             view: ProgressView | None, results: list[TaskResult]) -> None:
     try:
         for r in EXECUTORS[executor](tasks, n, address):
             if r is not None:
@@ -218,4 +236,3 @@ def execute(tasks: Sequence[Any], executor: str = "pool", workers: int | None = 
     finally:
         if view is not None:
             view.close()
-    return results
