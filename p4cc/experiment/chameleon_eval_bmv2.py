@@ -33,7 +33,7 @@ import pandas as pd
 from p4cc.chameleon import space
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.chameleon_eval import BASELINES, all_to_all
-from p4cc.experiment.runner import run_variant
+from p4cc.experiment.runner import run_variant, sigterm_as_interrupt
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, parse_spec, resolve
 from p4cc.scale import get_scale
@@ -62,8 +62,9 @@ def _spec(name: str, topology: str, seed: int, duration_s: float, agent: str,
 def _run(spec: ExperimentSpec, out: Path, sched: pd.DataFrame) -> Path:
     topo = spec.topo()
     _, events = build_schedule(spec, spec.seeds[0], topo)
-    return run_variant(spec, get_backend("bmv2"), out, spec.agents[0], spec.seeds[0],
-                       (sched, events), resolve(spec), None)
+    with sigterm_as_interrupt():  # `kill` tears the fabric down and marks the run partial
+        return run_variant(spec, get_backend("bmv2"), out, spec.agents[0], spec.seeds[0],
+                           (sched, events), resolve(spec), None)
 
 
 def verdict(run: Path) -> dict[str, Any]:
