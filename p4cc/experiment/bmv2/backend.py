@@ -194,7 +194,10 @@ class _Run:
         self.runner_cpu_t0 = time.process_time()
         self.session.start(self.t0_mono)
         self.sampler = verdictmod.sampler(self.fabric, self.session, self.now,
-                                          self.records.switch_cpu).start()
+                                          self.records.switch_cpu)
+        if self.hosts is not None:  # so host_cpu.csv counts processes that exit early
+            self.sampler.extra = self.hosts.sample_cpu
+        self.sampler.start()
 
     def _main_loop(self) -> None:
         assert self.hosts is not None and self.session is not None

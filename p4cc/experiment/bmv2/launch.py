@@ -80,6 +80,9 @@ class HostProcesses:
         self.host_procs: list[hp.HostProc] = []  # every ``host run`` process
         self.receivers: set[str] = set()  # hosts that receive sized flows
         self.cpu_at_t0: dict[int, float] = {}  # pid -> CPU s when t0 was published
+        #: pid -> (CPU s, run-queue wait s) when last sampled (``sample_cpu``): what a
+        #: process that exited before the stop used, which /proc no longer shows
+        self.cpu_last: dict[int, tuple[float, float]] = {}
         self.bulk: list[hp.HostProc] = []  # iperf3 clients
         #: (host, role) -> more options of ``p4cc host <role>`` (CHAMELEON's --monitor)
         self.extra_args: Callable[[str, str], list[str]] = lambda host, role: []
@@ -222,21 +225,36 @@ class HostProcesses:
                 problems.append(f"tc stats of {h}: {exc}")
         return problems
 
-    def cpu_rows(self) -> list[dict[str, Any]]:
-        """CPU seconds of each host process (proc(5) utime + stime) and its run-queue
-        wait (schedstat), at t0 and now: call before ``stop``."""
-        rows = []
+    def sample_cpu(self) -> None:
+        """Remember each live host process's CPU and wait (the switch sampler calls this
+        every sampling period), so ``cpu_rows`` can count a process that exits early."""
         for p in self.host_procs:
             try:
-                cpu, wait = _cpu(p.pid), wait_seconds(p.pid)
-            except OSError:
-                continue  # exited (its sender failed: check_senders says so)
+                cpu, wait = cpu_seconds(p.pid), wait_seconds(p.pid)
+            except (OSError, IndexError, ValueError):
+                continue  # exited: its last sample stays
+            self.cpu_last[p.pid] = (cpu, wait)
+
+    def cpu_rows(self) -> list[dict[str, Any]]:
+        """CPU seconds of each host process (proc(5) utime + stime) and its run-queue
+        wait (schedstat), at t0 and now: call before ``stop``.  A process that already
+        exited is counted with its last sample (``exited``: up to one sampling period
+        of its CPU is missing); one never sampled is left out."""
+        rows = []
+        for p in self.host_procs:
+            exited = False
+            try:
+                cpu, wait = cpu_seconds(p.pid), wait_seconds(p.pid)
+            except (OSError, IndexError, ValueError):
+                if p.pid not in self.cpu_last:
+                    continue  # exited before any sample (check_senders says why)
+                (cpu, wait), exited = self.cpu_last[p.pid], True
             t0 = self.cpu_at_t0.get(p.pid, math.nan)
             rows.append({"host": p.host, "role": p.role, "pid": p.pid,
                          "sends": p is self.sender_procs.get(p.host),
                          "receives": p.host in self.receivers and p.role != "send",
                          "cpu_s": cpu, "cpu_at_t0_s": t0, "cpu_run_s": cpu - t0,
-                         "wait_s": wait})
+                         "wait_s": wait, "exited": exited})
         return rows
 
     def stop(self) -> list[str]:

@@ -72,6 +72,8 @@ class SwitchSampler:
         self.switches, self.now, self.sink, self.period_s = dict(switches), now, sink, period_s
         self.rows: list[dict[str, Any]] = []
         self.errors = 0
+        #: called on every sample (the host processes' CPU: HostProcesses.sample_cpu)
+        self.extra: Callable[[], None] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="p4cc-procmon", daemon=True)
 
@@ -89,6 +91,11 @@ class SwitchSampler:
                 self.errors += 1  # the switch died: the run's own check reports that
         self.rows += out
         self.sink(out)
+        if self.extra is not None:
+            try:
+                self.extra()
+            except OSError:
+                self.errors += 1
         return out
 
     def _run(self) -> None:
