@@ -37,6 +37,7 @@ from p4cc.chameleon import space
 from p4cc.controlplane.agents.chameleon import ecn_setting
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.chameleon import default_settings
+from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
 from p4cc.experiment.runner import run_variant
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import parse_spec, resolve
@@ -45,27 +46,7 @@ from p4cc.scale import get_scale
 from p4cc.sim.cc import DcqcnHook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
-from p4cc.topo.spec import TopoSpec, parse_topo
-from p4cc.traffic.workloads import frame
-
-#: the settings compared: DCQCN parameter set and static ECN setting they start from
-BASELINES = {"default": ("nvidia", "VENDOR"), "expert": ("hpcc-ns3", "SECN2")}
-
-
-def all_to_all(topo: TopoSpec, size_bytes: int, iterations: int = 1, period_s: float = 0.0,
-               jitter_s: float = 0.0, seed: int = 0) -> pd.DataFrame:
-    """Every host sends ``size_bytes`` to every other host, all starting together; with
-    ``iterations`` > 1 the collective repeats every ``period_s`` (a training job's
-    all-to-all), each flow's start shifted by up to ``jitter_s`` (seeded)."""
-    hosts = [h.name for h in topo.hosts]
-    pairs = [(s, d) for s in hosts for d in hosts if s != d]
-    rng = np.random.default_rng(seed)
-    starts = [k * period_s + float(rng.uniform(0, jitter_s)) if jitter_s else k * period_s
-              for k in range(iterations) for _ in pairs]
-    return frame({"start_s": starts, "src": [s for _ in range(iterations) for s, _d in pairs],
-                  "dst": [d for _ in range(iterations) for _s, d in pairs],
-                  "size_bytes": size_bytes, "cls": "a2a",
-                  "tag": [f"a2a{k}" for k in range(iterations) for _ in pairs]})
+from p4cc.topo.spec import parse_topo
 
 
 def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, out: Path,

@@ -32,7 +32,7 @@ import pandas as pd
 
 from p4cc.chameleon import space
 from p4cc.experiment.backend import get_backend
-from p4cc.experiment.chameleon_eval import BASELINES, all_to_all
+from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
 from p4cc.experiment.runner import run_variant, sigterm_as_interrupt
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, parse_spec, resolve

@@ -40,6 +40,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        # once: a second SIGTERM (a sweep's executor stopping its workers at exit) must
+        # not interrupt the cleanup the first one started; SIGKILL still ends it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated(f"signal {signum}")
 
     old = signal.signal(signal.SIGTERM, handler)

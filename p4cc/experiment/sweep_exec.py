@@ -20,7 +20,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any, TextIO
 
@@ -28,7 +28,7 @@ from p4cc.errors import ConfigError, P4ccError
 from p4cc.experiment.runner import sigterm_as_interrupt
 from p4cc.experiment.sweep import TaskResult, run_task
 
-Results = Iterator[TaskResult | None]
+Results = Generator[TaskResult | None, None, None]
 Executor = Callable[[Sequence[Any], int, str | None], Results]
 TICK_S = 0.5  # progress refresh period
 #: the custom Ray resource a bmv2 run needs (one per node that has BMv2)
@@ -227,12 +227,16 @@ def execute(tasks: Sequence[Any], executor: str = "pool", workers: int | None = 
 
 def _execute(tasks: Sequence[Any], executor: str, n: int, address: str | None,
              view: ProgressView | None, results: list[TaskResult]) -> None:
+    runs = EXECUTORS[executor](tasks, n, address)
     try:
-        for r in EXECUTORS[executor](tasks, n, address):
+        for r in runs:
             if r is not None:
                 results.append(r)
             if view is not None:
                 view.update(r)
     finally:
+        # now, not whenever the generator is collected: on an interruption its cleanup
+        # (stop the workers, wait for their runs to tear down) must run before we exit
+        runs.close()
         if view is not None:
             view.close()
