@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -16,7 +17,7 @@ SC = get_scale("testbed")
 
 
 def test_rlcc_controller_raises_when_idle_and_cuts_when_congested() -> None:
-    ctl = cc.make_controller("rlcc", SC, initial_rate_frac=0.5)
+    ctl = cc.make_controller("rlcc:pi", SC, initial_rate_frac=0.5)
     assert isinstance(ctl, cc.RlccController)
     r0 = ctl.rate_bps(0.0)
     ctl.on_rtt_sample(0.01, SC.base_rtt_s, None)  # idle: δ = target -> raise
@@ -61,7 +62,7 @@ def test_direct_construction_and_errors() -> None:
 
 def test_reference_policy_follows_target_option() -> None:
     """The target and bounds enter through δ and the clip, not the policy's gains."""
-    ctl = cc.make_controller("rlcc", SC, target=0.5, action_max=1.5)
+    ctl = cc.make_controller("rlcc:pi", SC, target=0.5, action_max=1.5)
     assert isinstance(ctl, cc.RlccController) and isinstance(ctl.policy, ReferencePolicy)
     assert ctl.params.target == 0.5 and ctl.params.action_max == 1.5
     r0 = ctl.rate_bps(0.0)
@@ -84,3 +85,49 @@ def test_nack_is_a_decision_point_on_the_last_sample() -> None:
     assert ctl.rate_bps(0.15) == r1
     ctl.on_nack(0.19)  # 90 ms after the cut: cut again, without a new sample
     assert ctl.rate_bps(0.19) < r1 and ctl.samples == 1 and ctl.nacks == 3
+
+
+def test_default_is_the_trained_mlp_and_pi_is_named() -> None:
+    """Plain ``rlcc`` (and ``rlcc:``) is the shipped trained MLP; ``rlcc:pi`` the PI."""
+    from p4cc.hostcc.rlcc_policies import MlpPolicy, data_dir
+
+    want = load_mlp = cc.policy_by_name("adpg-mlp-long", rlcc.RlccParams(10e6, 8e-3))
+    assert cc.DEFAULT_POLICY == "adpg-mlp-long" and isinstance(load_mlp, MlpPolicy)
+    assert (data_dir() / cc.SHIPPED[cc.DEFAULT_POLICY]).is_file()
+    obs = np.array([[0.064, 1.0], [-0.5, 1 / 1.2], [0.0, 1.2], [-3.0, 1.0]])
+    for name in ("rlcc", "rlcc:"):
+        ctl = cc.make_controller(name, SC)
+        assert isinstance(ctl, cc.RlccController) and isinstance(ctl.policy, MlpPolicy)
+        got, _ = ctl.policy.act(obs, ctl.policy.initial_state(len(obs)))
+        np.testing.assert_array_equal(got, want.act(obs, want.initial_state(len(obs)))[0])
+    for name in ("rlcc:pi", "rlcc:reference"):
+        ctl = cc.make_controller(name, SC)
+        assert isinstance(ctl, cc.RlccController) and isinstance(ctl.policy, ReferencePolicy)
+        assert ctl.name == "rlcc:pi"
+
+
+@pytest.mark.parametrize("name", ["rlcc", "rlcc:pi"])
+def test_testbed_floor_and_decisions_go_on_at_it(name: str) -> None:
+    """The default floor is NVIDIA's 1 Mb/s per 25 Gb/s (400 b/s at 10 Mb/s).  A flow cut
+    to it keeps deciding once per interval on the probes' RTT samples (the host sender
+    probes every 8 ms whatever the rate) and climbs back to the line rate."""
+    iv = 2 * SC.base_rtt_s
+    # start at the former floor (line/1000), below which the default one lies
+    ctl = cc.make_controller(name, SC, decision_interval_s=iv, initial_rate_frac=1e-3)
+    assert isinstance(ctl, cc.RlccController)
+    assert ctl.params.floor_bps == pytest.approx(SC.rate(1e6)) == pytest.approx(400.0)
+    probe, t = 8e-3, 0.0
+    while ctl.rate_bps(t) > ctl.params.floor_bps and t < 120.0:  # queue of 50 RTTs
+        t += probe
+        ctl.on_rtt_sample(t, 50 * ctl.params.base_rtt_s)
+    assert ctl.rate_bps(t) == pytest.approx(400.0)
+    d0, t0 = ctl.trace(t)["decisions"], t
+    rates = []
+    while t < t0 + 20.0 and ctl.rate_bps(t) < SC.link_rate_bps:  # an empty network
+        t += probe
+        ctl.on_rtt_sample(t, ctl.params.base_rtt_s)
+        rates.append(ctl.rate_bps(t))
+    made = ctl.trace(t)["decisions"] - d0
+    assert ctl.rate_bps(t) == SC.link_rate_bps
+    assert made == pytest.approx((t - t0) / iv, abs=2)  # one decision per interval
+    assert all(b >= a for a, b in itertools.pairwise(rates))

@@ -28,8 +28,8 @@ from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_po
 from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccRule, decision_interval_s
 from p4cc.scale import Scale
 
-__all__ = ["ACK_INTERVALS_PER_DECISION", "HOST_CC_KINDS", "MAX_CATCHUP", "DcqcnController",
-           "FixedController", "HostCcKind", "RateController", "RlccController",
+__all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "HOST_CC_KINDS", "MAX_CATCHUP",
+           "DcqcnController", "FixedController", "HostCcKind", "RateController", "RlccController",
            "host_cc_kind", "host_cc_names", "make_controller", "parse_rate", "policy_by_name",
            "register_host_cc", "userspace_cc_names"]
 
@@ -230,12 +230,14 @@ SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
            "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json",
            "adpg-mlp": "rlcc-adpg-mlp.npz", "adpg-lstm": "rlcc-adpg-lstm.npz",
            "adpg-trees": "rlcc-distilled-trees.json",
-           # session 5: the MLP trained on from adpg-mlp (docs/learning.md); close to
-           # the bar but not at it everywhere, so not yet what plain ``rlcc`` means
-           "adpg-mlp-long": "rlcc-adpg-mlp-long.npz"}
-#: Names of the PI baseline (ReferencePolicy).  Plain ``rlcc`` means it until a trained
-#: policy meets issue 11's bar (utilisation >= 0.9, Jain >= 0.95, no loss, 2..8192 flows).
-PI_NAMES = ("", "pi", "reference")
+           # the MLP trained on from adpg-mlp (docs/learning.md "RL-CC"): DEFAULT_POLICY
+           "adpg-mlp-long": "rlcc-adpg-mlp-long.npz",
+           "adpg-mlp-int": "rlcc-adpg-mlp-int.npz"}  # INT variant: δ from the queue depth
+#: What plain ``rlcc`` (and ``rlcc:``) means: the trained MLP that meets issue 11's bar
+#: (utilisation >= 0.9, Jain >= 0.95, no loss; docs/results.md "RL-CC").
+DEFAULT_POLICY = "adpg-mlp-long"
+#: Names of the hand-made PI baseline (ReferencePolicy; ``reference`` is its old name).
+PI_NAMES = ("pi", "reference")
 #: ``rlcc:<name>-int8``: int8-quantised inference of the policy <name>.
 INT8_SUFFIX = "-int8"
 
@@ -252,15 +254,17 @@ def parse_rate(text: str) -> float:
 
 
 def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
-    """The policy of ``rlcc:<arg>``: ``pi`` (or empty, or the old name ``reference``: the
-    PI baseline), a shipped name, or a file; a ``-int8`` suffix quantises the windowed
-    MLP or tree policy it names (``adpg-mlp-int8``, p4cc.hostcc.rlcc_int8)."""
+    """The policy of ``rlcc:<arg>``: empty (:data:`DEFAULT_POLICY`, the trained MLP),
+    ``pi`` (or the old name ``reference``: the hand-made PI baseline), a shipped name, or
+    a file; a ``-int8`` suffix quantises the windowed MLP or tree policy it names
+    (``adpg-mlp-int8``, p4cc.hostcc.rlcc_int8)."""
     if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
         from p4cc.hostcc.rlcc_int8 import quantize
 
         return quantize(policy_by_name(arg[: -len(INT8_SUFFIX)], params), target=params.target)
     if arg in PI_NAMES:
         return ReferencePolicy()
+    arg = arg or DEFAULT_POLICY
     if arg in SHIPPED:
         return load_policy(data_dir() / SHIPPED[arg])
     return load_policy(Path(arg))

@@ -29,7 +29,7 @@ import numpy.typing as npt
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc.rlcc_policies import Policy, PolicyState, scatter_state, take_state
-from p4cc.scale import Scale
+from p4cc.scale import PAPER_LINK_RATE_BPS, Scale
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -45,6 +45,13 @@ DEFAULT_BETA = 1.5
 #: BMv2 4->1 incast went from Jain 0.66-0.99 to 0.987-0.997 (docs/emulation.md); on the
 #: paper scale the base RTT (25 packets) is used as it is.
 MIN_NORM_PKTS = 10
+#: Default rate floor / line rate: NVIDIA's NIC minimum rate, 1 Mb/s at the papers'
+#: 25 Gb/s (REFERENCE §2, NVIDIA firmware column; the ``nvidia`` DCQCN set's
+#: ``min_rate_bps`` in p4cc/hostcc/dcqcn_params.py), i.e. scaled with the line rate as
+#: ``Scale.rate`` scales DCQCN's floor: 400 b/s on the 10 Mb/s testbed.  8,192 flows at
+#: this floor offer 33 % of a port; the former line/1000 alone overloaded a port shared
+#: by more than 1,000 flows (docs/results.md, "Longer MLP training").
+MIN_RATE_FRAC = 1e6 / PAPER_LINK_RATE_BPS
 
 
 def norm_rtt_s(scale: Scale) -> float:
@@ -63,7 +70,8 @@ class RlccParams:
     action_min: float = field(default=1 / 1.2, metadata={"help": "smallest rate factor"})
     action_max: float = field(default=1.2, metadata={"help": "largest rate factor"})
     min_rate_bps: float | None = field(
-        default=None, metadata={"help": "rate floor; None = line rate / 1000"}
+        default=None, metadata={"help": "rate floor; None = line rate x MIN_RATE_FRAC "
+                                         "(NVIDIA's 1 Mb/s at 25 Gb/s)"}
     )
     initial_rate_frac: float = field(default=1.0, metadata={"help": "start rate / line"})
     signal: Literal["rtt", "qdepth"] = field(
@@ -94,7 +102,9 @@ class RlccParams:
 
     @property
     def floor_bps(self) -> float:
-        return self.line_rate_bps / 1000 if self.min_rate_bps is None else self.min_rate_bps
+        if self.min_rate_bps is None:
+            return self.line_rate_bps * MIN_RATE_FRAC
+        return self.min_rate_bps
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

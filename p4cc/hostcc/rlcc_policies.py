@@ -84,7 +84,7 @@ class ReferencePolicy:
     lowers it; an LSTM can represent the same map (``rlcc_reference.reference_lstm``).
     """
 
-    name = "pi"  # the PI baseline: hand-made, not learned (``rlcc``/``rlcc:pi``)
+    name = "pi"  # the PI baseline: hand-made, not learned (``rlcc:pi``)
 
     def __init__(self, ki: float = REF_KI, kp: float = REF_KP,
                  delta_scale: float = REF_DELTA_SCALE) -> None:
@@ -115,6 +115,7 @@ class LstmPolicy:
     """fc1 → ReLU → fc2 → ReLU → LSTM → linear, weights as in PyTorch (out, in)."""
 
     name = "lstm"
+    signal = "rtt"  # the input δ was trained on: rtt, or qdepth (INT; npz key ``signal``)
     KEYS = ("fc1_w", "fc1_b", "fc2_w", "fc2_b", "lstm_w_ih", "lstm_w_hh", "lstm_b",
             "out_w", "out_b")
 
@@ -154,6 +155,7 @@ class MlpPolicy(WindowedPolicy):
     """Window of k observations → ReLU hidden layers → 1."""
 
     name = "mlp"
+    signal = "rtt"  # the input δ was trained on: rtt, or qdepth (INT; npz key ``signal``)
 
     def __init__(self, layers: list[tuple[FloatArray, FloatArray]], window: int,
                  output: str = "identity") -> None:
@@ -196,7 +198,8 @@ def _check_shapes(arrays: dict[str, FloatArray], expect: dict[str, tuple[int, ..
 def save_lstm(path: str | Path, policy: LstmPolicy) -> Path:
     p = Path(path)
     arrays: dict[str, Any] = dict(policy.w)
-    np.savez_compressed(p, kind=np.array("lstm"), output=np.array(policy.output), **arrays)
+    np.savez_compressed(p, kind=np.array("lstm"), output=np.array(policy.output),
+                        **_signal_entry(policy), **arrays)
     return p
 
 
@@ -205,8 +208,28 @@ def save_mlp(path: str | Path, policy: MlpPolicy) -> Path:
     arrays: dict[str, Any] = {f"w{k}": w for k, (w, _) in enumerate(policy.layers)}
     arrays.update({f"b{k}": b for k, (_, b) in enumerate(policy.layers)})
     np.savez_compressed(p, kind=np.array("mlp"), output=np.array(policy.output),
-             window=np.array(policy.window), **arrays)
+                        window=np.array(policy.window), **_signal_entry(policy), **arrays)
     return p
+
+
+#: The inputs a policy file may name (``signal``; absent: rtt).  A policy trained on the
+#: INT queue depth (``p4cc train rlcc --set signal=qdepth``) must be fed it: the RL-CC
+#: rule takes the signal from the policy (p4cc.hostcc.rlcc_rule.RlccRule).
+SIGNALS = ("rtt", "qdepth")
+
+
+def _signal_entry(policy: LstmPolicy | MlpPolicy) -> dict[str, Any]:
+    """The npz entry naming a non-default input signal (none for rtt: files unchanged)."""
+    sig = getattr(policy, "signal", "rtt")
+    return {} if sig == "rtt" else {"signal": np.array(sig)}
+
+
+def _with_signal(policy: LstmPolicy | MlpPolicy, data: dict[str, Any]) -> Policy:
+    sig = str(data.get("signal", "rtt"))
+    if sig not in SIGNALS:
+        raise ConfigError(f"signal {sig!r}: expected one of {SIGNALS}")
+    policy.signal = sig
+    return policy
 
 
 def _load_npz(path: Path) -> Policy:
@@ -223,14 +246,15 @@ def _load_npz(path: Path) -> Policy:
             missing = [k for k in LstmPolicy.KEYS if k not in data]
             if missing:
                 raise ConfigError(f"missing arrays {missing}")
-            return LstmPolicy({k: data[k] for k in LstmPolicy.KEYS}, output)
+            return _with_signal(LstmPolicy({k: data[k] for k in LstmPolicy.KEYS}, output),
+                                data)
         if kind == "mlp":
             n_layers = sum(1 for k in data if k.startswith("w") and k[1:].isdigit())
             missing = [f"{c}{k}" for k in range(n_layers) for c in "wb" if f"{c}{k}" not in data]
             if n_layers == 0 or missing or "window" not in data:
                 raise ConfigError(f"needs window, w0.., b0..; missing {missing or 'layers'}")
             layers = [(data[f"w{k}"], data[f"b{k}"]) for k in range(n_layers)]
-            return MlpPolicy(layers, int(data["window"]), output)
+            return _with_signal(MlpPolicy(layers, int(data["window"]), output), data)
     except (ConfigError, TypeError, ValueError) as exc:  # e.g. a non-scalar 'window'
         raise PolicyLoadError(f"policy file {path} ({kind}): {exc}") from None
     raise PolicyLoadError(f"policy file {path}: unknown kind {kind!r} (expected lstm or mlp)")

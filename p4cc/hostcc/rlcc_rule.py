@@ -86,7 +86,13 @@ _CC_ARRAYS = ("rate", "prev_action", "delta", "inflation", "decisions", "last_cu
 
 @dataclass(frozen=True)
 class RlccRule:
-    """The RL-CC rule of a set of flows: parameters, policy and decision interval."""
+    """The RL-CC rule of a set of flows: parameters, policy and decision interval.
+
+    A policy trained on the INT queue depth (``policy.signal == "qdepth"``,
+    p4cc.hostcc.rlcc_policies.SIGNALS) is fed it whatever ``params.signal`` says
+    (``rule.params`` is what the rule runs): it never saw an RTT.  Other policies run on
+    the signal of ``params`` (RTT-trained ones included: the two inflations are the same
+    quantity on a single-bottleneck path, NVIDIA RL-CC eq. 5-6)."""
 
     params: rlcc.RlccParams
     policy: Policy
@@ -95,6 +101,8 @@ class RlccRule:
     max_catchup: int = MAX_CATCHUP
 
     def __post_init__(self) -> None:
+        if getattr(self.policy, "signal", None) == "qdepth" != self.params.signal:
+            object.__setattr__(self, "params", replace(self.params, signal="qdepth"))
         if not self.decision_interval_s >= 0:
             raise ConfigError(f"decision_interval_s={self.decision_interval_s} must be >= 0")
         if self.max_catchup < 1:

@@ -394,7 +394,13 @@ class Sender:
 
     def _send_user(self, flow: Flow, sock: socket.socket, st: dict[str, float], rate: float,
                    t: float) -> float:
-        """Userspace pacing: send what is due, return when the next packet is."""
+        """Userspace pacing: send what is due, return when the next packet is.  A rate
+        increase shortens the wait already scheduled (at RL-CC's floor, 400 b/s on the
+        testbed, the gap between packets is 20 s: the flow would sit it out)."""
+        paced = st.get("user_bps", rate)
+        if rate > paced and st["next_send"] > t:
+            st["next_send"] = t + (st["next_send"] - t) * paced / rate
+        st["user_bps"] = rate
         for _ in range(64):
             if not flow.has_data() or t < st["next_send"]:
                 break

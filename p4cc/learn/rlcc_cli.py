@@ -40,7 +40,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                         "(seeded; default 0: together, fair by symmetry)")
     p.add_argument("--floor", type=float, metavar="FRAC",
                    help="rlcc --evaluate many-to-one: RL-CC rate floor / line rate (default "
-                        "1/1000, which N > 1000 flows alone exceed)")
+                        "rlcc.MIN_RATE_FRAC = 1 Mb/s / 25 Gb/s)")
     p.add_argument("--distill", metavar="TEACHER_NPZ",
                    help="rlcc: instead of training, distil this windowed MLP policy into "
                         "<= 10 trees of depth <= 4 (LightGBM) and evaluate both")

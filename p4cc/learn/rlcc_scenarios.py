@@ -65,8 +65,8 @@ def build(cc: str, topo: Any, schedule: pd.DataFrame, seed: int = 0,
           floor_frac: float | None = None) -> Engine:
     """An engine running ``cc`` (``dcqcn[:<parameter set>]`` or ``rlcc:<policy>``) on
     ``schedule``.  ``floor_frac``: RL-CC's rate floor / line rate (None: the core's
-    default 1/1000 -- which alone overloads a port shared by more than 1000 flows; the
-    DCQCN sets carry their own floor, ``hpcc-ns3`` 1 Gb/s: more than 25 flows per
+    default ``rlcc.MIN_RATE_FRAC``, 1 Mb/s per 25 Gb/s: 8,192 flows at it offer a third of
+    a port; the DCQCN sets carry their own floor, ``hpcc-ns3`` 1 Gb/s: more than 25 flows per
     25 Gb/s port, ``nvidia`` 1 Mb/s)."""
     sc: Scale = topo.scale
     if cc == "dcqcn" or cc.startswith("dcqcn:"):

@@ -158,12 +158,12 @@ class RlccHook:
 
     def __init__(self, params: rlcc.RlccParams, policy: rlcc_policies.Policy | None = None,
                  decision_interval_s: float = 0.0) -> None:
-        self.params = params
         self.external = policy is None
         self.policy: rlcc_policies.Policy = _External() if policy is None else policy
         self.rule = RlccRule(params, self.policy, decision_interval_s)
+        self.params = self.rule.params  # the policy's own input signal, if it names one
         self.flows = self.rule.init(0)
-        self.uses_int = params.signal == "qdepth"
+        self.uses_int = self.params.signal == "qdepth"
         self.int_last = np.full(0, np.nan)
 
     @property
