@@ -158,10 +158,15 @@ def test_int8_names_and_unsupported_policies() -> None:
 def test_int8_policy_tracks_float_on_a_simulated_incast() -> None:
     # 600 RTTs: the measured half still holds the end of the start-up transient (the float
     # MLP is at 0.74 utilisation there, 1.00 at 1500 RTTs); the int8 copy must follow it.
-    flt = load_policy(data_dir() / "rlcc-adpg-mlp.npz")
-    r_f = rlcc_fixed_point(4, rtts=600, policy=flt)
-    r_q = rlcc_fixed_point(4, rtts=600, policy=policy_by_name("adpg-mlp-int8", PARAMS))
-    assert r_q["policy"] == "mlp-int8"
+    _int8_tracks_float("rlcc-adpg-mlp.npz", "adpg-mlp-int8", "mlp-int8", rtts=600)
+
+
+def _int8_tracks_float(float_file: str, int8_name: str, label: str, rtts: int) -> None:
+    """The int8 copy on a 4→1 incast: utilisation within 0.03 and RTT inflation within
+    5 % of the float policy's, fair and loss-free."""
+    r_f = rlcc_fixed_point(4, rtts=rtts, policy=load_policy(data_dir() / float_file))
+    r_q = rlcc_fixed_point(4, rtts=rtts, policy=policy_by_name(int8_name, PARAMS))
+    assert r_q["policy"] == label
     assert abs(r_q["utilization"] - r_f["utilization"]) < 0.03
     assert r_q["jain"] > 0.99 and r_q["lost_bytes"] == 0.0
     assert abs(r_q["rtt_inflation"] / r_f["rtt_inflation"] - 1) < 0.05
@@ -316,13 +321,7 @@ def test_int8_lstm_is_integer_arithmetic_bit_exact() -> None:
 def test_int8_lstm_tracks_float_on_a_simulated_incast() -> None:
     # 2000 RTTs: the float LSTM is settled in the measured half (utilisation 0.996,
     # inflation 1.38, no loss); at 600 it still fills the buffer.
-    flt = load_policy(data_dir() / "rlcc-adpg-lstm.npz")
-    r_f = rlcc_fixed_point(4, rtts=2000, policy=flt)
-    r_q = rlcc_fixed_point(4, rtts=2000, policy=policy_by_name("adpg-lstm-int8", PARAMS))
-    assert r_q["policy"] == "lstm-int8"
-    assert abs(r_q["utilization"] - r_f["utilization"]) < 0.03
-    assert r_q["jain"] > 0.99 and r_q["lost_bytes"] == 0.0
-    assert abs(r_q["rtt_inflation"] / r_f["rtt_inflation"] - 1) < 0.05
+    _int8_tracks_float("rlcc-adpg-lstm.npz", "adpg-lstm-int8", "lstm-int8", rtts=2000)
 
 
 def test_int8_copy_keeps_the_policys_input_signal() -> None:

@@ -117,24 +117,9 @@ def test_committed_checkpoints_reproduce_their_decisions(side: Path) -> None:
 def test_trained_policy_fixed_point_on_2_to_1() -> None:
     """Both flows of a 2→1 incast within 10 % of half the bottleneck (one starting 10 RTTs
     after the other)."""
-    from p4cc.hostcc import rlcc, rlcc_rule
-    from p4cc.sim.cc import RlccHook
-    from p4cc.sim.config import SimConfig
-    from p4cc.sim.engine import Engine
-    from p4cc.sim.validate import _incast
-    from p4cc.topo.spec import parse_topo
+    from rlcc_helpers import two_to_one_shares
 
-    pol = load_policy(SHIPPED[0].with_suffix(".npz"))
-    topo = parse_topo("star,hosts=3", "paper")
-    sc = topo.scale
-    hook = RlccHook(rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc)), pol,
-                    rlcc_rule.decision_interval_s(sc))
-    eng = Engine(topo, _incast(2, 2, 10 * sc.base_rtt_s),
-                 SimConfig(cc="rlcc", host_traces=False), cc=hook)
-    eng.run(1000 * sc.base_rtt_s)
-    d0 = eng.delivered[:2].copy()
-    eng.run(2000 * sc.base_rtt_s)
-    share = (eng.delivered[:2] - d0) * 8 / (1000 * sc.base_rtt_s) / sc.link_rate_bps
+    share, _ = two_to_one_shares(load_policy(SHIPPED[0].with_suffix(".npz")))
     np.testing.assert_allclose(share, [0.5, 0.5], rtol=0.1)
 
 

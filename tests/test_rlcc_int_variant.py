@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p4cc.hostcc import rlcc, rlcc_rule
+from p4cc.hostcc import rlcc
 from p4cc.hostcc.cc import make_controller, policy_by_name
 from p4cc.hostcc.rlcc_policies import (
     MlpPolicy,
@@ -75,22 +75,9 @@ def test_host_controller_decides_on_what_the_policy_was_trained_on(name: str) ->
 def test_int_policy_fixed_point_on_2_to_1() -> None:
     """Both flows of a 2→1 incast within 10 % of half the bottleneck (one starting 10 RTTs
     after the other), the simulator delivering the INT path maximum to the policy."""
-    from p4cc.sim.cc import RlccHook
-    from p4cc.sim.config import SimConfig
-    from p4cc.sim.engine import Engine
-    from p4cc.sim.validate import _incast
-    from p4cc.topo.spec import parse_topo
+    from rlcc_helpers import two_to_one_shares
 
-    topo = parse_topo("star,hosts=3", "paper")
-    sc = topo.scale
-    hook = RlccHook(rlcc.RlccParams(sc.link_rate_bps, rlcc.norm_rtt_s(sc)),
-                    load_policy(INT_FILE), rlcc_rule.decision_interval_s(sc))
+    share, hook = two_to_one_shares(load_policy(INT_FILE))
     assert hook.uses_int and hook.params.signal == "qdepth"  # from the policy, not params
-    eng = Engine(topo, _incast(2, 2, 10 * sc.base_rtt_s),
-                 SimConfig(cc="rlcc", host_traces=False), cc=hook)
-    eng.run(1000 * sc.base_rtt_s)
-    d0 = eng.delivered[:2].copy()
-    eng.run(2000 * sc.base_rtt_s)
-    share = (eng.delivered[:2] - d0) * 8 / (1000 * sc.base_rtt_s) / sc.link_rate_bps
     np.testing.assert_allclose(share, [0.5, 0.5], rtol=0.1)
     assert np.isfinite(hook.int_last[:2]).all()  # it did get queue depths
