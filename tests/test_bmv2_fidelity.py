@@ -52,6 +52,15 @@ def test_slow_port_with_standing_queue_is_unfaithful() -> None:
     assert row["where"] == "s1:1" and "1000 pps of the configured 1250" in row["reason"]
 
 
+
+def test_served_rate_over_the_counters_interval() -> None:
+    """At its rate (1250 pps) a port sent 312 packets between two counter reads 0.25 s
+    apart, but the polls' interval came out 0.21 s (the previous poll's reads took 40 ms
+    longer): over the interval that reads 1486 pps, "more than the port can send"."""
+    tele = _tele(pps=1250).assign(interval_s=0.21)
+    assert _judge(tele).checks["port_rate"]["violations"] == 40
+    assert _judge(tele.assign(counter_interval_s=0.25)).checks["port_rate"]["violations"] == 0
+
 def test_idle_port_is_not_judged() -> None:
     v = _judge(_tele(pps=100, depth_pkts=0.5))  # no standing queue: nothing to check
     assert v.faithful and v.checks["port_rate"]["checked"] == 0
@@ -135,6 +144,25 @@ def test_hosts_that_fall_behind_are_unfaithful() -> None:
     v = _judge(traces=_traces(1e6, 4e6))
     assert not v.faithful and v.checks["host_rate"]["violations"] >= 4
     assert "sent 2.00 Mb/s of the 8.00 Mb/s" in v.violations.iloc[0]["reason"]
+
+
+def test_new_flows_sharing_the_nic_are_not_a_host_falling_behind() -> None:
+    """Two long flows ask 8 Mb/s each on a 10 Mb/s NIC; every second three short flows
+    start every second and take most of the NIC.  The long ones send 1.5 Mb/s each: what
+    the NIC had left for them, not a host that fell behind.  (Seen on BMv2: "2 flows sent
+    2.97 Mb/s of the 5.00 Mb/s their CC asked" while three new flows sent 1.9 Mb/s.)"""
+    long = _traces(1.5e6, 8e6)
+    rows: list[dict[str, Any]] = []
+    for start in range(0, 6):
+        for j in range(3):  # each short flow lives [start + 0.1, start + 0.9], 2.3 Mb/s
+            fid_ = 100 + 10 * start + j
+            for k in range(10, 91):
+                rows.append({"t_s": start + k * 0.01, "host": "h1", "flow_id": fid_,
+                             "rate_bps": 8e6, "bytes_sent": 2.3e6 / 8.0 * (k - 10) * 0.01 / 0.8})
+    shared = pd.concat([long, pd.DataFrame(rows)], ignore_index=True)
+    assert _judge(traces=shared).checks["host_rate"]["violations"] == 0
+    # the same long flows without anyone else on the NIC did fall behind
+    assert _judge(traces=long).checks["host_rate"]["violations"] >= 4
 
 
 def _polls(late_s: float, span_s: float, n: int = 50) -> pd.DataFrame:

@@ -34,6 +34,24 @@ def test_linear_counting() -> None:
         linear_count(257)
 
 
+
+def test_counter_rates_use_the_counters_own_read_times() -> None:
+    """The epoch switch ends the interval (0.5 s here) but the counters were read at
+    0.99 s and 1.39 s: 400 packets in 0.4 s is 1000 pps, not the 800 pps the interval
+    would say (and a slow read in the previous poll would read as more than the port
+    can send)."""
+    prev = Snapshot(1.0, {"port_tx": {1: (0, 0)}}, t_counters_s=0.99)
+    cur = Snapshot(1.5, {"port_tx": {1: (400, 400_000)}}, _regs(1), t_counters_s=1.39)
+    r = port_records("s1", [1], prev, cur, SCALE, {}, {1: 8e6})[1]
+    assert r.interval_s == pytest.approx(0.5) and r.counter_interval_s == pytest.approx(0.4)
+    assert r.tx_bps == pytest.approx(400_000 * 8 / 0.4)
+    assert r.utilization == pytest.approx(1.0)
+    # snapshots without the counters' time (older pollers, tests): the interval
+    old = port_records("s1", [1], Snapshot(1.0, {"port_tx": {1: (0, 0)}}),
+                       Snapshot(1.5, {"port_tx": {1: (400, 400_000)}}, _regs(1)), SCALE, {},
+                       {1: 8e6})[1]
+    assert old.counter_interval_s == 0.0 and old.tx_bps == pytest.approx(400_000 * 8 / 0.5)
+
 def test_port_records_from_snapshots() -> None:
     prev = Snapshot(1.0, {"port_offered": {2: (100, 100_000)}, "port_tx": {2: (90, 90_000)},
                           "port_marked": {2: (5, 5_000)}})

@@ -33,6 +33,12 @@ class PortTelemetry:
     elephant_flows: int  # of which crossed the elephant size
     sojourn_avg_s: float = 0.0  # mean queueing delay (deq_timedelta)
     utilization: float = 0.0  # tx_bps / port rate
+    # time between the reads of the port counters (tx_pkts, tx_bps, marked, offered) of
+    # this and the previous poll; 0: not recorded, the same as interval_s.  The counters
+    # are read first in a poll, the interval ends at the epoch switch after them, and
+    # when one poll's reads take 5 ms and the next's 60 ms the two spans differ by ~20 %
+    # of a 250 ms interval: tx_pkts / interval_s then read "more than the port can send"
+    counter_interval_s: float = 0.0
 
     @property
     def key(self) -> PortKey:

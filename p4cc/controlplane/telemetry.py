@@ -74,6 +74,7 @@ class Snapshot:
     t_s: float  # when the snapshot was taken (seconds since the run started)
     counters: Mapping[str, Mapping[int, tuple[int, int]]]  # cumulative (packets, bytes)
     registers: Mapping[str, Sequence[int]] = field(default_factory=dict)  # interval values
+    t_counters_s: float | None = None  # when the counters were read (midpoint of the read)
 
 
 def _delta(cur: Snapshot, prev: Snapshot, name: str, port: int) -> tuple[int, int]:
@@ -119,6 +120,10 @@ def port_records(switch: str, ports: Sequence[int], prev: Snapshot, cur: Snapsho
     interval = cur.t_s - prev.t_s
     if interval <= 0:
         raise ValueError(f"snapshots are not in time order ({prev.t_s} -> {cur.t_s})")
+    # the counters' own interval (their reads), the registers' is the epoch switch's
+    civ = (cur.t_counters_s - prev.t_counters_s
+           if cur.t_counters_s is not None and prev.t_counters_s is not None else 0.0)
+    c_iv = civ if civ > 0 else interval
     out = {}
     for port in ports:
         off_pkts, _ = _delta(cur, prev, "port_offered", port)
@@ -127,13 +132,13 @@ def port_records(switch: str, ports: Sequence[int], prev: Snapshot, cur: Snapsho
         cnt = _reg(cur, "q_enq_cnt", port)
         qsum = _reg(cur, "q_enq_sum", port)
         sojourn_us = _reg(cur, "q_sojourn_sum", port)
-        tx_bps = tx_bytes * 8.0 / interval
+        tx_bps = tx_bytes * 8.0 / c_iv
         rate = port_rate_bps.get(port, 0.0)
         out[port] = PortTelemetry(
             switch=switch, port=port, t_s=cur.t_s, interval_s=interval,
             qlen_avg_bytes=(qsum / cnt) * scale.pkt_bytes if cnt else 0.0,
             qlen_max_bytes=float(_reg(cur, "q_enq_max", port) * scale.pkt_bytes),
-            tx_bps=tx_bps, tx_marked_bps=mk_bytes * 8.0 / interval,
+            tx_bps=tx_bps, tx_marked_bps=mk_bytes * 8.0 / c_iv,
             tx_pkts=tx_pkts, tx_marked_pkts=mk_pkts,
             drops_pkts=_drops(off_pkts, tx_pkts, prev, cur, port),
             ecn=ecn.get(port),
@@ -143,6 +148,7 @@ def port_records(switch: str, ports: Sequence[int], prev: Snapshot, cur: Snapsho
                 bitmap_ones(cur.registers.get("elephant_bits", ()), port)),
             sojourn_avg_s=(sojourn_us / cnt) * 1e-6 if cnt else 0.0,
             utilization=tx_bps / rate if rate > 0 else 0.0,
+            counter_interval_s=civ if civ > 0 else 0.0,
         )
     return out
 
@@ -188,6 +194,7 @@ class TelemetryPoller:
         many = getattr(self.counters, "read_counters_many", None)
         counters = (many(COUNTERS) if many is not None
                     else {name: self.counters.read_counters(name) for name in COUNTERS})
+        t_counters = (t_first + self.clock() - self.t0) / 2.0
         if self.epoch_mode:
             registers, t = self._epoch_registers()
         else:
@@ -203,7 +210,7 @@ class TelemetryPoller:
             for name in SKETCH_REGISTERS:
                 self.registers.register_reset(name)
             self._sketch_reset_at = t
-        return Snapshot(t, counters, registers)
+        return Snapshot(t, counters, registers, t_counters)
 
     def _epoch_registers(self) -> tuple[dict[str, Sequence[int]], float]:
         """Epoch program (p4cc.controlplane.epoch): cumulative sums, then the epoch

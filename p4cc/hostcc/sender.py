@@ -2,7 +2,8 @@
 
 One loop drives every flow (in the sender's thread, or ``step`` by step in a caller's
 loop): it starts flows at their scheduled time, reads replies, sends data at the
-controller's rate and RTT probes every ``probe_interval_s``, and writes trace rows.
+controller's rate and RTT probes to the flows without recent ACK RTT samples
+(p4cc.hostcc.rtt_samples.ProbeSchedule), and writes trace rows.
 Pacing is either an HTB class per flow (``dev`` set: the qdisc holds the socket's
 packets until it transmits them; the sender keeps at most ``host_queue_bytes`` queued
 per flow, read with ``SIOCOUTQ``, and ``SO_SNDBUF`` is bounded, so sends back-pressure
@@ -10,8 +11,8 @@ while probes always find room in the socket) or, without a device, a userspace s
 schedule (tests, unprivileged use). The controller's rate is the frame rate on the wire
 (Ethernet header included, as HTB counts it). With HTB, packets timed for an RTT sample
 carry a request for the kernel's software TX timestamp (read off the socket's error
-queue in send order), so the RTT the controller gets from their ACKs excludes the wait
-in the flow's HTB class.
+queue in send order: p4cc.hostcc.rtt_samples.TxStamps), so the RTT the controller gets
+from their ACKs excludes the wait in the flow's HTB class.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import socket
 import struct
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from p4cc.hostcc import wire
 from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
+from p4cc.hostcc.rtt_samples import TX_STAMP, ProbeSchedule, TxStamps, kernel_time
 from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
 
@@ -41,14 +42,6 @@ log = logging.getLogger(__name__)
 
 SIOCOUTQ = 0x5411  # bytes held by an unsent/untransmitted socket queue (linux/sockios.h)
 ControllerFactory = Callable[[FlowSpec], RateController]
-# Software TX timestamps (linux/net_tstamp.h, Documentation/networking/timestamping.rst):
-# report software stamps without payload on the socket; generate one per timed packet
-SO_TIMESTAMPING = 37
-# SOF_TIMESTAMPING_SOFTWARE | OPT_TSONLY | RX_SOFTWARE: replies carry their kernel
-# arrival time too, so an RTT sample is kernel TX to kernel RX and leaves out the sender
-# loop's own delay in reading the reply (host jitter was most of the RTT noise on BMv2)
-_TS_REPORT = (1 << 4) | (1 << 11) | (1 << 3)
-_TX_STAMP = [(socket.SOL_SOCKET, SO_TIMESTAMPING, struct.pack("i", 1 << 1))]  # TX_SOFTWARE
 
 
 class Sender:
@@ -81,7 +74,9 @@ class Sender:
         self._pacer: HtbPacer | None = None
         self._records: list[dict[str, Any]] = []
         self._fct_written: set[int] = set()
-        self._txq: dict[int, deque[int]] = {}  # flow id -> PSNs awaiting a TX timestamp
+        self._stamps = TxStamps()  # timed packets awaiting their TX timestamp, per flow
+        quiet = cfg.probe_interval_s if cfg.probe_quiet_s is None else cfg.probe_quiet_s
+        self.probe_schedule = ProbeSchedule(cfg.probe_interval_s, quiet)
         self.chain = FlowChain(self.specs, cfg.completions)  # when each flow starts
         # the loop's state (open/step/close)
         self._traces: RecordWriter | None = None
@@ -227,12 +222,15 @@ class Sender:
                 self._srtt[flow.spec.dst] = flow.srtt_s
         for item in [a for a in active if a[0].done]:
             active.remove(item)
+            self.probe_schedule.remove(item[0].id)
             rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)
             rec["ref"] = item[0].spec.ref
             chain.completed(item[0].spec, time.monotonic() - self.t0)
             if self._fcts is not None:
                 self._fcts.write(rec)
                 self._fct_written.add(rec["flow_id"])
+        if not active and chain.exhausted():  # done now: not one pass later
+            return None
         return self.t0 + wake
 
     def _start_due(self, t: float) -> None:
@@ -253,7 +251,8 @@ class Sender:
                 self._pacer.add_flow(sock.getsockname()[1], rate)
             with self._lock:
                 self.flows.append((flow, sock))
-            self._active.append((flow, sock, {"next_send": t, "next_probe": t, "rate": rate}))
+            self.probe_schedule.add(fid, t)
+            self._active.append((flow, sock, {"next_send": t, "rate": rate}))
 
     def _serve(self, flow: Flow, sock: socket.socket, st: dict[str, float], drain: bool
                ) -> float:
@@ -263,11 +262,10 @@ class Sender:
         if drain:
             self._drain(flow, sock)
         t = time.monotonic() - self.t0
-        if t >= st["next_probe"]:
-            st["next_probe"] = t + cfg.probe_interval_s
+        if self.probe_schedule.due(flow.id, t, flow.ack_rtt_samples):
             flow.probes += 1
             self._send(sock, wire.encode_probe(flow.id, flow.probes, time.time_ns()))
-        wake = st["next_probe"]
+        wake = self.probe_schedule.next_t(flow.id)
         rate = max(flow.ctl.rate_bps(t), 1.0)
         if self._pacer is not None and abs(rate - st["rate"]) > 1e-3 * st["rate"]:
             self._pacer.set_rate(sock.getsockname()[1], rate)
@@ -297,11 +295,7 @@ class Sender:
                               f" ({exc}); check --dst and the route") from exc
         s.setblocking(False)
         if self.cfg.dev:  # HTB holds the packets: time timed ones when they leave
-            try:
-                s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPING, _TS_REPORT)
-                self._txq[i] = deque(maxlen=256)
-            except OSError as exc:
-                log.warning("no TX timestamps (%s): RTT samples from probes only", exc)
+            self._stamps.enable(i, s)
         return s
 
     def _trace_row(self, flow: Flow, t: float, rate: float) -> dict[str, Any]:
@@ -315,23 +309,9 @@ class Sender:
             row.setdefault(k, v)
         return row
 
-    def _drain_tx_times(self, flow: Flow, sock: socket.socket) -> None:
-        """Read the TX timestamps of timed packets (in send order) off the error queue."""
-        q = self._txq.get(flow.id)
-        if q is None:
-            return
-        for _ in range(256):
-            try:
-                _d, anc, _fl, _a = sock.recvmsg(1, 512, socket.MSG_ERRQUEUE)
-            except OSError:  # (BlockingIOError, InterruptedError: nothing more)
-                return
-            t_mono = self._stamp(anc)
-            if q and t_mono is not None:
-                flow.departed(q.popleft(), t_mono)
-
     def _drain(self, flow: Flow, sock: socket.socket) -> None:
-        self._drain_tx_times(flow, sock)
-        stamped = flow.id in self._txq
+        self._stamps.drain(flow, sock, self.t0)
+        stamped = self._stamps.on(flow.id)
         for _ in range(256):
             try:
                 buf, anc, _fl, _a = sock.recvmsg(2048, 512 if stamped else 0)
@@ -341,18 +321,8 @@ class Sender:
                 self.icmp_errors += 1
                 continue
             now = time.monotonic() - self.t0
-            rx = self._stamp(anc)  # the reply's kernel RX time, if stamped
+            rx = kernel_time(anc, self.t0)  # the reply's kernel RX time, if stamped
             flow.on_datagram(buf, now if rx is None else min(now, rx), time.time_ns())
-
-    def _stamp(self, anc: list[tuple[int, int, bytes]]) -> float | None:
-        """The kernel's software timestamp in ``anc`` on the sender's clock, if any."""
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPING and len(data) >= 16:
-                sec, nsec = struct.unpack_from("qq", data, 0)  # ts[0]: software
-                if sec or nsec:
-                    offset_ns = time.time_ns() - time.monotonic_ns()
-                    return (sec * 10**9 + nsec - offset_ns) / 1e9 - self.t0
-        return None
 
     def _send(self, sock: socket.socket, buf: bytes,
               cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:
@@ -372,7 +342,7 @@ class Sender:
         """Keep a few ms of packets queued in the flow's HTB class; False when full.
 
         A timed packet (an RTT sample) asks the kernel for its software TX timestamp,
-        taken when it leaves the qdisc for the device (:meth:`_drain_tx_times`)."""
+        taken when it leaves the qdisc for the device (:class:`TxStamps`)."""
         cfg = self.cfg
         # skb truesize is ~2.3x a 1000-B datagram; 2.5x errs on the generous side
         pkts = rate * cfg.host_queue_s / (8.0 * cfg.pkt_bytes)
@@ -384,11 +354,11 @@ class Sender:
             if outq >= limit:
                 return False
             buf = flow.next_datagram(t)
-            stamp = flow.times_next() and flow.id in self._txq
-            if not self._send(sock, buf, _TX_STAMP if stamp else None):
+            stamp = flow.times_next() and self._stamps.on(flow.id)
+            if not self._send(sock, buf, TX_STAMP if stamp else None):
                 return False
             if stamp:
-                self._txq[flow.id].append(flow.snd_nxt)
+                self._stamps.sent(flow.id, flow.snd_nxt)
             flow.sent(t, len(buf), departs_now=False)
         return True
 

@@ -28,11 +28,17 @@ class SenderConfig:
     )
     host_queue_s: float = field(
         default=5e-3, metadata={"help": "...or this much time at the flow's rate, if more"})
-    probe_interval_s: float = field(default=8e-3, metadata={"help": "RTT probe period"})
+    probe_interval_s: float = field(
+        default=8e-3, metadata={"help": "RTT probe period of a flow that is probed"})
+    probe_quiet_s: float | None = field(
+        default=None,
+        metadata={"help": "probe a flow only once it has had no ACK RTT sample for this "
+                  "long (from its start or its latest one; p4cc.hostcc.rtt_samples): None "
+                  "= probe_interval_s; 0 = probe every probe_interval_s whatever the ACKs"})
     rtt_window: int = field(
         default=1,
-        metadata={"help": "the controller gets the median of the last N probe RTTs "
-                  "(1: each raw sample, the RL-CC definition)"})
+        metadata={"help": "the controller gets the median of the last N RTT samples "
+                  "(probes, ACKs; 1: each raw sample, the RL-CC definition)"})
     rto_s: float = field(default=50e-3, metadata={"help": "go-back-N timeout floor"})
     rto_max_s: float = field(
         default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
@@ -63,6 +69,8 @@ class SenderConfig:
             raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
         if self.ack_interval_s is not None and not self.ack_interval_s >= 0:
             raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
+        if self.probe_quiet_s is not None and not 0 <= self.probe_quiet_s < float("inf"):
+            raise ConfigError(f"probe_quiet_s={self.probe_quiet_s} must be >= 0 (0: off)")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

@@ -81,6 +81,7 @@ class PortCounters:
                    pk["txm"][:n].tolist(), pk["drop"][:n].tolist(),
                    [fab.ecn[k] for k in fab.keys], srcs[:n].tolist(), flows[:n].tolist(),
                    eleph[:n].tolist(), soj[:n].tolist(), (tx_bps / fab.rate_bps[:n]).tolist(),
+                   (0.0,) * n,  # counter_interval_s: the simulator counts on the interval
                    strict=True)
         new, names = object.__new__, _FIELDS
         out = []

@@ -29,8 +29,9 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
                 at most ``backlog_s`` of the switch's configured packet rate.
 ``host_rate``   per sender host and window, what its flows sent (trace ``bytes_sent``)
                 is at least ``1 - host_rate`` of what their CC asked for (trace
-                ``rate_bps``, capped at the host's NIC rate); only windows in which the
-                host had flows running throughout.
+                ``rate_bps``, capped at the host's NIC rate less what its other flows sent
+                in the window); only windows in which the host had flows running
+                throughout (:mod:`p4cc.experiment.bmv2.fidelity_host`).
 ``poll``        every telemetry poll started within ``poll_late`` of Δt after its
                 deadline and read its counters and registers within ``read_span`` of Δt.
 
@@ -51,6 +52,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from p4cc.experiment.bmv2.fidelity_host import host_rate_check
 
 CHECKS = ("port_rate", "byte_rate", "switch_cpu", "switch_backlog", "host_rate", "poll")
 #: violations kept in fidelity.json (all of them go to fidelity.csv)
@@ -135,7 +138,9 @@ def port_checks(tele: pd.DataFrame, port_rate_bps: Mapping[tuple[str, int], floa
             continue
         checked += 1
         pps = rate / (8.0 * pkt_bytes)
-        served = float(r.tx_pkts) / iv
+        # the counters' own interval when recorded (p4cc.controlplane.records)
+        civ = float(getattr(r, "counter_interval_s", 0.0) or 0.0)
+        served = float(r.tx_pkts) / (civ if civ > 0 and math.isfinite(civ) else iv)
         where = f"{r.switch}:{int(r.port)}"
         why = _port_rate_violation(served, pps, depth, _sojourn(r), tol)
         if why:
@@ -256,42 +261,6 @@ def backlog_check(tele: pd.DataFrame, cpu: pd.DataFrame, switch_pps: Mapping[str
                              "check": "switch_backlog", "where": str(sw),
                              "reason": f"{backlog[i]:.0f} packets received by the kernel "
                                        f"but not processed (limit {limit:.0f})"})
-    return checked, rows
-
-
-def host_rate_check(traces: pd.DataFrame, nic_bps: Mapping[str, float], frame_over_payload:
-                    float, tol: Tolerances) -> tuple[int, list[dict[str, Any]]]:
-    """``traces``: t_s, host, flow_id, rate_bps, bytes_sent (cumulative per flow)."""
-    rows: list[dict[str, Any]] = []
-    checked = 0
-    if traces.empty:
-        return 0, rows
-    w = tol.host_window_s
-    for host, g in traces.groupby("host", sort=True):
-        span = g.groupby("flow_id")["t_s"].agg(["min", "max"])
-        t_end = float(g["t_s"].max())
-        t = math.floor(float(g["t_s"].min()) / w) * w
-        while t + w <= t_end:
-            live = span[(span["min"] <= t) & (span["max"] >= t + w)].index
-            if "npkts" in g:  # only flows that had data to send all window long
-                busy = g[(g["t_s"] >= t) & (g["t_s"] <= t + w)].groupby("flow_id")
-                short = busy["snd_nxt"].max() < busy["npkts"].max()
-                live = live.intersection(short[short].index)
-            if len(live):
-                sel = g[g["flow_id"].isin(live) & (g["t_s"] >= t) & (g["t_s"] <= t + w)]
-                by = sel.groupby("flow_id")
-                sent = float((by["bytes_sent"].max() - by["bytes_sent"].min()).sum())
-                sent_bps = sent * 8.0 * frame_over_payload / w
-                asked = float(by["rate_bps"].mean().sum())
-                cap = nic_bps.get(str(host), 0.0)
-                asked = min(asked, cap) if cap > 0 else asked
-                checked += 1
-                if asked > 0 and sent_bps < (1 - tol.host_rate) * asked:
-                    rows.append({"t_s": t + w, "interval_s": w, "check": "host_rate",
-                                 "where": str(host),
-                                 "reason": f"{len(live)} flows sent {sent_bps / 1e6:.2f} Mb/s "
-                                           f"of the {asked / 1e6:.2f} Mb/s their CC asked"})
-            t += w
     return checked, rows
 
 
