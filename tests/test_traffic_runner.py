@@ -154,3 +154,17 @@ def test_outputs_select_tables(tmp_path: Path) -> None:
     paths = run_spec(parse_spec(doc), ReplayBackend(), out=tmp_path / "o", progress=_quiet)
     assert (paths[0] / "flows.csv").is_file() and not (paths[0] / "telemetry.csv").exists()
     assert "Busiest ports" not in report(paths).read_text()
+
+
+def test_ctrl_c_is_recorded_as_sigint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare KeyboardInterrupt (Ctrl-C) names SIGINT in status.json (it read
+    "interrupted ()": the exception's empty text)."""
+    be = ReplayBackend()
+
+    def ctrl_c(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(be, "run", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        run_spec(parse_spec(DOC), be, out=tmp_path / "rt", progress=_quiet)
+    assert open_run(tmp_path / "rt" / "secn1").status["reason"] == "interrupted (SIGINT)"

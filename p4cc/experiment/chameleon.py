@@ -91,6 +91,7 @@ class ChameleonConfig:
     ecn: str = "VENDOR"  # static ECN setting to start from
     start: tuple[tuple[str, float], ...] = ()  # values that replace the starting ones
     tune: bool = True  # False: dispatch the starting setting once and never step
+    end_run: bool = False  # sim: end the run once the tuner has stopped (a tuning run)
 
     def starting(self, scale: Scale) -> dict[str, float]:
         """The first setting: ``initial``'s DCQCN values, ``ecn``'s thresholds, then
@@ -220,6 +221,7 @@ class SimChameleon:
         self._delivered: dict[int, tuple[float, float]] = {}  # flow row -> (t, bytes)
         self._next_round: float | None = None
         self.applied = 0
+        self.stopped_at: float | None = None  # when the tuner stopped (simulated s)
 
     def link(self, switch: str) -> DirectLink:
         return DirectLink(self.ctl, switch, "switch")
@@ -248,11 +250,27 @@ class SimChameleon:
             self._apply_start(eng)
         if t >= self._next_round - 1e-12:
             self._next_round += self.ctl.periods.long_s
+            n_rows = len(self.ctl.rows)
             msg = self.ctl.decide(t)
             if msg is not None:
                 self._apply(eng, msg.params)
-            if self.ctl.rows and self.ctl.rows[-1]["t_s"] == t:
-                self.sink.table("chameleon", [self.ctl.rows[-1]])
+            if len(self.ctl.rows) > n_rows:  # the round's row (and the final row at a stop)
+                self.sink.table("chameleon", self.ctl.rows[n_rows:])
+            if self.ctl.tuner.done and self.stopped_at is None:
+                self._stopped(t)
+
+    def _stopped(self, t: float) -> None:
+        self.stopped_at = t
+        tuner = self.ctl.tuner
+        self.sink.log(f"chameleon: the tuner stopped after {tuner.rounds} rounds "
+                      f"({tuner.stop_reason}) at t={t:.6g} s; " +
+                      ("the run ends here (end=1)" if self.ctl.config.end_run else
+                       "its final setting stays in force to the end of the run"))
+
+    def ended(self) -> bool:
+        """True once the run should end: ``end=1`` and the tuner has stopped (the sim
+        backend checks it after every step)."""
+        return self.stopped_at is not None and self.ctl.config.end_run
 
     def _flow_goodputs(self, eng: Any, t: float) -> np.ndarray | None:
         """Each slot's goodput (b/s) since the last sample (NaN: a flow new since then);
@@ -311,7 +329,8 @@ def parse_options(arg: str) -> ChameleonConfig:
     ``params`` (names joined by ``+``, the tuning order), ``initial`` (DCQCN set),
     ``ecn`` (static ECN setting), ``from`` (a JSON file ``{name: value}`` whose values
     replace the starting ones, e.g. a tuned setting), ``tune`` (0: keep the starting
-    setting: evaluate a fixed setting through the same controller)."""
+    setting: evaluate a fixed setting through the same controller), ``end`` (1, sim:
+    the run ends once the tuner has stopped instead of lasting its duration)."""
     cfg, tkw = ChameleonConfig(), dict[str, Any]()
     for item in filter(None, arg.split(",")):
         key, sep, val = item.partition("=")
@@ -338,15 +357,16 @@ def parse_options(arg: str) -> ChameleonConfig:
                 cfg = replace(cfg, ecn=val)
             elif key == "from":
                 cfg = replace(cfg, start=_read_setting(val))
-            elif key == "tune":
+            elif key in ("tune", "end"):
                 if val not in ("0", "1"):
                     raise ValueError("expected 0 or 1")
-                cfg = replace(cfg, tune=val == "1")
+                flag: dict[str, Any] = {"tune" if key == "tune" else "end_run": val == "1"}
+                cfg = replace(cfg, **flag)
             else:
                 raise ValueError("unknown key")
         except ValueError as exc:
             raise ConfigError(f"agent option {item!r} of chameleon: {exc}; keys: long, "
-                              f"short, params, initial, ecn, from, tune, "
+                              f"short, params, initial, ecn, from, tune, end, "
                               f"{', '.join(_TUNER_KEYS)}") from None
     return replace(cfg, tuner=TunerConfig(**tkw)) if tkw else cfg
 

@@ -4,9 +4,9 @@ The poster's scenario (§3): an all-to-all of long flows on a two-tier Clos.  Pe
 
 1. **tune**: the agent ``chameleon`` runs on the sim backend (a run directory as
    ``p4cc run`` writes it) from the NIC vendor's defaults while the all-to-all repeats
-   once per long period (a training job's collective), until the tuner stops or
-   ``rounds`` long periods pass; its final setting is read from the run's ``chameleon``
-   table;
+   once per long period (a training job's collective), until the tuner stops (the run
+   ends there: the agent option ``end=1``) or ``rounds`` long periods pass; its final
+   setting and the round it stopped at are read from the run's ``chameleon`` table;
 2. **evaluate**: the all-to-all of ``size`` bytes per flow is run to completion under
    each setting -- ``default`` (NVIDIA's DCQCN parameters, NVIDIA's 4 µs CNP interval,
    the vendor's ECN Kmin 30 KB / Kmax 270 KB / Pmax 0.1), ``expert`` (the HPCC authors'
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,9 +54,10 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, 
          options: str = "") -> dict[str, Any]:
     """The agent ``chameleon`` on the sim backend (``p4cc run``'s run_variant, so a normal
     run directory): the all-to-all repeats every long period (one round per iteration)
-    until the tuner stops or ``rounds`` pass; its final setting and rounds."""
+    until the tuner stops (``end=1``: the run ends there) or ``rounds`` pass; its final
+    setting and rounds (see :func:`stop_info`)."""
     topo = parse_topo(topology, "paper")
-    agent = f"chameleon:long={long_s:g}" + (f",{options}" if options else "")
+    agent = f"chameleon:long={long_s:g},end=1" + (f",{options}" if options else "")
     spec = parse_spec({
         "name": "chameleon_tune", "backend": "sim", "topology": topology, "scale": "paper",
         "duration_s": (rounds + 1) * long_s, "seeds": [seed], "interval_s": long_s / 10,
@@ -69,14 +71,30 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, 
     path = run_variant(spec, get_backend("sim"), out / f"tune_seed{seed}", agent, seed,
                        (sched, events), resolve(spec), lambda label, d: (lambda t: None))
     rows = pd.read_csv(path / "chameleon.csv")
-    final = rows[rows["param"] == "final"]
+    final = rows[rows["param"] == "final"]  # the setting the tuner stopped at, if it did
     last = final.iloc[0] if len(final) else rows.iloc[-1]
-    return {"seed": seed, "rounds": int(last["round"]) if len(final) else None,
+    return {"seed": seed, **stop_info(rows),
             "rounds_run": int(rows["round"].max()) + 1,
             "metric_first": float(rows["metric"].iloc[0]),
             "metric_best": float(rows["metric"].max()),
             "settings": {k: float(last[k]) for k in space.NAMES},
             "wall_s": time.monotonic() - t0, "run": str(path)}
+
+
+def stop_info(rows: pd.DataFrame) -> dict[str, Any]:
+    """From a run's ``chameleon`` table: ``rounds``, the tuner's rounds until it stopped
+    (the round of the ``final`` row: every parameter traversed; one past the round that
+    met the target, which has no ``final`` row), ``stop_t_s`` (when, simulated s) and
+    ``stop``, the reason; None / NaN / "" when the tuner never stopped."""
+    done = rows[rows["done"].astype(bool)]
+    if not len(done):
+        return {"rounds": None, "stop_t_s": math.nan, "stop": ""}
+    final = done[done["param"] == "final"]
+    if len(final):
+        return {"rounds": int(final["round"].iloc[0]), "stop_t_s": float(final["t_s"].iloc[0]),
+                "stop": "every parameter traversed"}
+    return {"rounds": int(done["round"].iloc[0]) + 1, "stop_t_s": float(done["t_s"].iloc[0]),
+            "stop": "target reached"}
 
 
 def evaluate(topology: str, settings: dict[str, float], base_set: str, seed: int,

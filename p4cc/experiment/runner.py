@@ -109,15 +109,18 @@ def run_variant(spec: ExperimentSpec, be: Backend, base: Path, agent: str, seed:
     schedule, events = schedule_events
     writer = RunWriter(path, {**resolved, "backend": be.name}, variant=variant,
                        agent=agent, seed=seed, backend=be.name, outputs=spec.outputs)
-    writer.write_schedule(schedule, events)
-    writer.log(f"start {spec.name}/{variant} backend={be.name} "
-               f"flows={len(schedule)} link_events={len(events)}")
-    log.info("run %s/%s: %d flows, backend %s", spec.name, variant, len(schedule), be.name)
-    prog = (progress or console_progress)(f"{spec.name}/{variant}", spec.duration_s)
+    # from here on status.json exists ("running"): an interruption anywhere below, also
+    # while the schedule is still being written, must record its reason (issue #12)
     try:
+        writer.write_schedule(schedule, events)
+        writer.log(f"start {spec.name}/{variant} backend={be.name} "
+                   f"flows={len(schedule)} link_events={len(events)}")
+        log.info("run %s/%s: %d flows, backend %s", spec.name, variant, len(schedule),
+                 be.name)
+        prog = (progress or console_progress)(f"{spec.name}/{variant}", spec.duration_s)
         be.run(spec, schedule, events, agent, writer, prog)
     except KeyboardInterrupt as exc:
-        reason = f"interrupted ({exc or 'SIGINT'})"
+        reason = f"interrupted ({str(exc) or 'SIGINT'})"
         writer.finish(False, reason)
         log.warning("%s: %s; partial results kept", path, reason)
         raise

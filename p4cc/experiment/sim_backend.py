@@ -98,7 +98,8 @@ class SimBackend:
             _apply(eng, sw, agent, {}, sink)
         sink.log(f"sim backend: dt={eng.dt:g}s interval={eng.interval:g}s cc={cfg.cc} "
                  f"cc_params={cfg.cc_params} cnp_interval={eng.cnp_interval:g}s")
-        eng.run(float(spec.duration_s))
+        # CHAMELEON's end=1 ends the run once its tuner has stopped (a tuning run)
+        eng.run(float(spec.duration_s), stop=fabric.ended if fabric is not None else None)
         sink.flows(flow_rows(eng))
         run_agents.finish(sink.path, sink.log)
 

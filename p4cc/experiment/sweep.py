@@ -158,19 +158,32 @@ def _quiet(label: str, duration_s: float) -> Any:
     return lambda t_s: None
 
 
+#: set in a worker once it was told to stop (SIGTERM/Ctrl-C during a run): the tasks
+#: already queued to it are then not started (see run_task)
+_stopped: list[str] = []
+
+
 def run_task(task: SweepTask) -> TaskResult:
     """Run one task (in a worker): build the seed's schedule and play the variant.
-    Failures come back as a TaskResult; the run directory keeps what was written."""
+    Failures come back as a TaskResult; the run directory keeps what was written.
+
+    A worker told to stop (the sweep was interrupted, or ``kill`` of the worker) tears
+    its fabric down, marks its run partial with the reason, as ``p4cc run`` does, and
+    starts no further run: a process pool has already handed it the next task, which
+    would otherwise run to its end while the interrupted sweep waits for it."""
+    if _stopped:
+        return TaskResult(task.label, False, f"not started: the worker was {_stopped[0]}")
     t0, c0 = time.monotonic(), time.process_time()
     error = ""
     try:
-        spec = task.spec
-        schedule = build_schedule(spec, task.seed, spec.topo())
-        # a worker told to stop (the sweep was interrupted, or `kill` of the worker)
-        # tears its fabric down and marks its run partial, as `p4cc run` does
         with sigterm_as_interrupt():
+            spec = task.spec
+            schedule = build_schedule(spec, task.seed, spec.topo())
             run_variant(spec, get_backend(task.backend), task.path.parent, task.agent,
                         task.seed, schedule, resolve(spec), _quiet)
+    except KeyboardInterrupt as exc:
+        _stopped.append(f"interrupted ({str(exc) or 'SIGINT'})")
+        raise
     except Exception as exc:  # reported by the sweep, recorded in the run's status.json
         error = f"{type(exc).__name__}: {exc}"
     return TaskResult(task.label, not error, error, time.monotonic() - t0,

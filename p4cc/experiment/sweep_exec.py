@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -59,10 +60,19 @@ def _failed(task: Any, exc: BaseException) -> TaskResult:
     return TaskResult(task.label, False, f"{type(exc).__name__}: {exc}")
 
 
+def _pool_worker_init() -> None:
+    """A pool worker ignores SIGINT: Ctrl-C at a terminal reaches the whole process
+    group, and a worker already cleaning up after its own KeyboardInterrupt would then be
+    interrupted again by the SIGTERM the sweep sends it (its run's reason lost).  The
+    sweep's process alone handles Ctrl-C and stops the workers with one SIGTERM each."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def run_pool(tasks: Sequence[Any], workers: int, address: str | None = None) -> Results:
     ctx = multiprocessing.get_context("spawn")
     n = pool_workers(tasks[0].backend if tasks else "sim", workers)
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as ex:
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx,
+                             initializer=_pool_worker_init) as ex:
         futs: dict[Future[TaskResult], Any] = {ex.submit(run_task, t): t for t in tasks}
         todo = set(futs)
         try:
@@ -74,8 +84,10 @@ def run_pool(tasks: Sequence[Any], workers: int, address: str | None = None) -> 
                 yield None
         except BaseException:
             # interrupted (Ctrl-C, or SIGTERM via sigterm_as_interrupt): stop the queued
-            # runs and SIGTERM the workers, whose runs then tear down their fabric
-            # (run_task); leaving them would leave a BMv2 fabric and its hosts running
+            # runs and SIGTERM the workers, whose runs then tear down their fabric and
+            # record "interrupted" (run_task; a task already queued to a worker is not
+            # started); leaving them would leave a BMv2 fabric and its hosts running.
+            # The `with` then waits for the workers to exit.
             for f in todo:
                 f.cancel()
             for proc in list(getattr(ex, "_processes", {}).values()):

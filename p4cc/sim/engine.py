@@ -329,11 +329,14 @@ class Engine(SlotPool):
             "bytes_delivered": self.delivered[idx]}))
 
     # -- running ---------------------------------------------------------------------
-    def run(self, until_s: float) -> None:
-        """Step until ``until_s`` (simulated seconds)."""
+    def run(self, until_s: float, stop: Callable[[], bool] | None = None) -> None:
+        """Step until ``until_s`` (simulated seconds), or sooner once ``stop()`` is true
+        after a step (CHAMELEON's ``end=1``: its tuner has stopped)."""
         n = round((until_s - self.t) / self.dt)
         for _ in range(max(0, n)):
             self.step()
+            if stop is not None and stop():
+                return
 
     def run_to_completion(self, limit_s: float) -> bool:
         """Step until every scheduled flow is done or ``limit_s``; True if all done."""
