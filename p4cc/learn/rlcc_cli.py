@@ -95,7 +95,8 @@ def _distill(args: argparse.Namespace, scale: str) -> int:
     out_dir = Path(args.out) / (args.name or "rlcc-distill")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "rlcc-distilled-trees.json"
-    student, stats = rlcc_distill.distill(teacher, path, seed=args.seed)
+    dcfg = rlcc_distill.DistillConfig(seed=args.seed)
+    student, stats = rlcc_distill.distill(teacher, path, dcfg)
     ns = tuple(int(x) for x in args.eval_ns.split(",") if x)
     rows = []
     for pol, who in ((teacher, "teacher"), (student, "student")):
@@ -104,7 +105,7 @@ def _distill(args: argparse.Namespace, scale: str) -> int:
     side = path.with_suffix(".sidecar.json")
     side.write_text(json.dumps({"command": " ".join(["p4cc", *sys.argv[1:]]),
                                 "policy_file": path.name, "teacher": str(args.distill),
-                                "seed": args.seed,
+                                "seed": args.seed, "config": dataclasses.asdict(dcfg),
                                 "git_commit": git_commit(), "agreement": stats,
                                 "evaluation": rlcc_eval.summary(rows),
                                 "probe": {"decisions": probe_decisions(student).tolist()}},
