@@ -140,3 +140,24 @@ def test_run_dir_handed_to_hosts_is_absolute(tmp_path: Path,
     sink = SimpleNamespace(path=Path("runs") / "testbed" / "secn1", seed=spec.seeds[0])
     run = _Run(spec, schedule, events, "secn1", sink, None)
     assert run.root.is_absolute() and run.hosts_dir == tmp_path / "runs/testbed/secn1/hosts"
+
+
+def test_rlcc_senders_probe_every_interval_others_only_without_ack_samples() -> None:
+    """RL-CC decides on the RTT: its BMv2 senders get ``--probe-quiet 0`` (a probe every
+    interval); the others keep the hosts' default (probes only for flows without a
+    recent ACK RTT sample), and the option reaches the SenderConfig."""
+    import argparse
+
+    from p4cc.experiment.bmv2.launch import quiet_args
+    from p4cc.hostcc.cli_config import sender_config
+    from p4cc.scale import Scale
+
+    assert quiet_args("rlcc") == quiet_args("rlcc:adpg-trees") == ["--probe-quiet", "0"]
+    assert quiet_args("dcqcn") == quiet_args("dcqcn:nvidia") == []
+    base = dict(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
+                probe_interval=0.064, rto=0.0, rto_max=0.0, rtt_window=1, ack_interval=None,
+                completions="", pad=False)
+    assert sender_config(argparse.Namespace(**base, probe_quiet=0.0), Scale()).probe_quiet_s \
+        == 0.0
+    assert sender_config(argparse.Namespace(**base, probe_quiet=None), Scale()).probe_quiet_s \
+        is None

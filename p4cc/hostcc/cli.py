@@ -179,6 +179,9 @@ def _send_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sport-base", type=int, default=0, help="flow i uses this + i")
     p.add_argument("--probe-interval", type=float, default=0.0,
                    help="s (default 4 × the scale's RTT)")
+    p.add_argument("--probe-quiet", type=float, default=None,
+                   help="probe a flow only after this long (s) without an ACK RTT sample "
+                        "(default: the probe interval; 0: probe every interval)")
     p.add_argument("--pad", action="store_true",
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")

@@ -30,6 +30,7 @@ from p4cc.experiment.bmv2.limits import (
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
     probe_interval_s,
+    probe_quiet_s,
 )
 from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
@@ -173,7 +174,8 @@ class HostProcesses:
         return ["--schedule", str(d / "schedule.json"), "--cc", cc, "--dev", f"{h}-eth0",
                 "--out", str(d / "send"), "--probe-interval", f"{probe:g}", "--pad",
                 "--completions", str(self.hosts_dir / "completions"), "--deadline",
-                f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}"]
+                f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
+                *quiet_args(cc)]
 
     def _iperf3_port(self, flow_id: int) -> int:
         return IPERF_BASE_PORT + [int(x) for x in self.bulk_rows["flow_id"]].index(flow_id)
@@ -267,3 +269,9 @@ def _cpu(pid: int) -> float:
         return cpu_seconds(pid)
     except (OSError, IndexError, ValueError):
         return math.nan
+
+
+def quiet_args(cc: str) -> list[str]:
+    """``--probe-quiet`` for a sender under ``cc`` (limits.probe_quiet_s), or nothing."""
+    q = probe_quiet_s(cc)
+    return [] if q is None else ["--probe-quiet", f"{q:g}"]
