@@ -138,3 +138,8 @@ def test_flow_whose_acks_stop_is_probed_every_interval(rx: Receiver) -> None:
     assert np.median(gaps) == pytest.approx(IV, rel=0.25), gaps
     assert gaps.min() > 0.5 * IV
     assert flow.probes <= len(quiet) + 3  # (a few replies may still be on their way)
+
+
+def test_negative_probe_quiet_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"probe_quiet_s=-1.0 must be >= 0 \(0: off\)"):
+        SenderConfig(probe_quiet_s=-1.0)

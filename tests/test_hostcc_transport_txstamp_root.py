@@ -1,4 +1,5 @@
-"""RTT samples from ACKs exclude the host's HTB queue (kernel TX timestamps; root, veth).
+"""RTT samples from ACKs exclude the host's HTB queue (kernel TX timestamps; root, veth),
+and a flow that gets them sends (almost) no RTT probes (p4cc.hostcc.rtt_samples).
 
 Namespaces ``p4ccx-<pid>a`` / ``p4ccx-<pid>b`` joined by veth ``p4ccx<pid>a/b``: a flow
 paced at 200 kb/s keeps ~3 packets (~120 ms) in its HTB class, so the time from the
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from p4cc.hostcc.cc import FixedController
 from p4cc.hostcc.flow import FlowSpec
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
 from p4cc.hostcc.sender import Sender, SenderConfig
@@ -89,3 +91,24 @@ def test_ack_rtt_samples_exclude_the_host_queue(veth: None) -> None:
     median = rtts[len(rtts) // 2]
     # socket-to-ACK includes ~3 queued packets at 40 ms each; the samples do not
     assert srtt > 0.05 and median < 0.01, (srtt, rtts)
+
+
+@pytest.mark.parametrize("quiet", [None, 0.0])
+def test_htb_flow_with_ack_samples_is_not_probed(veth: None, quiet: float | None) -> None:
+    """400 kB at 4 Mb/s (0.8 s) with an ACK asked every 2 ms: no probes needed (quiet
+    None); with the skip off (0) a probe every 8 ms."""
+    rx = Receiver(ReceiverConfig(), netns=NS_B).start()
+    try:
+        tx = Sender([FlowSpec("10.78.0.2", 400_000)], lambda _s: FixedController(4e6),
+                    SenderConfig(dev=DEV_A, netns=NS_A, probe_interval_s=8e-3,
+                                 probe_quiet_s=quiet, ack_interval_s=2e-3)).start()
+        assert tx.wait(15.0)
+        tx.stop()
+    finally:
+        rx.stop()
+    [rec] = tx.records()
+    assert rec["completed"] and rec["ack_rtt_samples"] >= 100, rec
+    if quiet is None:
+        assert rec["probes"] <= 2, rec
+    else:
+        assert rec["probes"] >= 0.5 * rec["fct_s"] / 8e-3, rec
