@@ -143,3 +143,23 @@ def test_flow_whose_acks_stop_is_probed_every_interval(rx: Receiver) -> None:
 def test_negative_probe_quiet_names_the_setting() -> None:
     with pytest.raises(ConfigError, match=r"probe_quiet_s=-1.0 must be >= 0 \(0: off\)"):
         SenderConfig(probe_quiet_s=-1.0)
+
+
+def test_rlcc_senders_default_to_a_probe_every_interval() -> None:
+    """`p4cc host send --cc rlcc` without --probe-quiet probes every interval (RL-CC
+    decides on the RTT); other CCs and an explicit value keep theirs."""
+    import argparse
+
+    from p4cc.hostcc.cli_config import sender_config
+    from p4cc.scale import Scale
+
+    base = dict(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
+                probe_interval=0.064, rto=0.0, rto_max=0.0, rtt_window=1, ack_interval=None,
+                completions="", pad=False)
+
+    def quiet(cc: str, q: float | None) -> float | None:
+        return sender_config(argparse.Namespace(**base, cc=cc, probe_quiet=q),
+                             Scale()).probe_quiet_s
+
+    assert quiet("rlcc", None) == quiet("rlcc:pi", None) == 0.0
+    assert quiet("dcqcn", None) is None and quiet("rlcc", 0.2) == 0.2

@@ -11,6 +11,7 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc import api
 from p4cc.hostcc.flow import FlowSpec
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S, ReceiverConfig
+from p4cc.hostcc.rtt_samples import default_probe_quiet_s
 from p4cc.hostcc.sender import ControllerFactory, SenderConfig
 from p4cc.scale import Scale
 
@@ -71,12 +72,18 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
     return SenderConfig(pkt_bytes=args.pkt_bytes or api.datagram_bytes(scale), dev=args.dev,
                         netns=args.netns, sport_base=args.sport_base,
                         probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
-                        probe_quiet_s=getattr(args, "probe_quiet", None),
+                        probe_quiet_s=_probe_quiet(args),
                         rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
                         rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
                         ack_interval_s=args.ack_interval, completions=args.completions,
                         pad_data=bool(getattr(args, "pad", False)))
+
+
+def _probe_quiet(args: argparse.Namespace) -> float | None:
+    """``--probe-quiet``, else the default of ``--cc`` (rtt_samples.default_probe_quiet_s)."""
+    q = getattr(args, "probe_quiet", None)
+    return default_probe_quiet_s(str(getattr(args, "cc", "") or "")) if q is None else q
 
 
 def controllers(args: argparse.Namespace, scale: Scale,

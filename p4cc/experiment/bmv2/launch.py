@@ -30,10 +30,10 @@ from p4cc.experiment.bmv2.limits import (
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
     probe_interval_s,
-    probe_quiet_s,
 )
 from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
+from p4cc.hostcc.rtt_samples import default_probe_quiet_s
 from p4cc.topo.spec import TopoSpec
 
 #: the last lines of a process log quoted when it failed
@@ -272,6 +272,7 @@ def _cpu(pid: int) -> float:
 
 
 def quiet_args(cc: str) -> list[str]:
-    """``--probe-quiet`` for a sender under ``cc`` (limits.probe_quiet_s), or nothing."""
-    q = probe_quiet_s(cc)
+    """``--probe-quiet`` for a sender under ``cc`` (explicit in the host's command line:
+    p4cc.hostcc.rtt_samples.default_probe_quiet_s), or nothing."""
+    q = default_probe_quiet_s(cc)
     return [] if q is None else ["--probe-quiet", f"{q:g}"]

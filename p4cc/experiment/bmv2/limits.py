@@ -110,15 +110,6 @@ def probe_interval_s(host_cc: str, sources: int, link_pps: float, base_rtt_s: fl
         return max(floor, DCQCN_PROBE_INTERVAL_S)
     return max(floor, max(1, sources) / (PROBE_PPS_BUDGET * link_pps))
 
-
-def probe_quiet_s(host_cc: str) -> float | None:
-    """``p4cc host send --probe-quiet`` for this run (None: the hosts' default, probes
-    only for flows without a recent ACK RTT sample).  RL-CC decides on the RTT, and with
-    ACK samples alone (fewer for a slower flow, so a slow flow decides on older ones) its
-    4 -> 1 BMv2 incast lost fairness: Jain 0.83-0.89 in 3 of 5 runs of
-    tests/test_e2e_hostcc.py::test_incast_fair_shares[rlcc] against 0.90-0.99 with a
-    probe every interval as before (3 runs): RL-CC hosts keep probing every interval."""
-    return 0.0 if host_cc.partition(":")[0] == "rlcc" else None
 #: The switches are what is measured: on two shared cores a starved simple_switch_grpc
 #: drained a full 10 Mb/s queue at ~200 pps instead of 1250 (measured), so the backend
 #: raises every BMv2 thread's priority by this much (nice value); the hosts' Python
