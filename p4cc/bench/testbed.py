@@ -3,7 +3,10 @@
 Runs ``p4cc/data/testbed.yaml`` (or ``--spec``) on the bmv2 backend (``--backend``)
 into a temporary directory (or ``--out``) and yields one record per run: wall time,
 the fidelity verdict (p4cc.experiment.bmv2.fidelity) and its failed checks, flows
-started/completed, mean FCT; then a summary with the machine's load and BMv2 build.
+started/completed, mean FCT, mice p99 FCT (the report's mice: < 100 KB x the workloads'
+size scale) and the busiest port's mean utilisation, queue and drops (the figures issue
+10 compares with the simulator on the same schedule); then a summary with the
+machine's load and BMv2 build.
 ``--seeds 1,2,3`` plays several seeds.  Without BMv2 or root: one skip record.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import tempfile
 import time
@@ -21,7 +25,10 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.analysis.metrics import queue_stats, summary
+from p4cc.analysis.runs import open_run
 from p4cc.bench.dataplane import bmv2_build_flags
+from p4cc.errors import P4ccError
 from p4cc.experiment.default import DEFAULT_SPEC
 from p4cc.experiment.runner import run_spec
 from p4cc.experiment.spec import load_spec
@@ -44,7 +51,30 @@ def _run_record(path: Path) -> dict[str, Any]:
                     "mean_fct_s": round(float(f.loc[done, "fct_s"].mean()), 4)})
     except (OSError, ValueError, KeyError):
         pass
+    rec.update(_bottleneck(path))
     return rec
+
+
+def _bottleneck(path: Path) -> dict[str, Any]:
+    """Mice p99 FCT and the busiest port's mean utilisation, queue and drops."""
+    try:
+        r = open_run(path)
+    except P4ccError:
+        return {}
+    out: dict[str, Any] = {}
+    mice = summary(r).get("fct_mice_p99_s")
+    if mice is not None and math.isfinite(mice):
+        out["mice_p99_fct_s"] = round(mice, 4)
+    tel = r.telemetry
+    if tel.empty:
+        return out
+    q = queue_stats(tel)
+    b = q.iloc[int(q["tx_pkts"].to_numpy().argmax())]
+    sw, port = b.name if isinstance(b.name, tuple) else (b.name, "")
+    out.update({"bottleneck": f"{sw}:{port}", "bottleneck_util": round(float(b["utilization"]), 3),
+                "bottleneck_qlen_avg_bytes": round(float(b["qlen_avg_bytes"]), 1),
+                "bottleneck_drops_pkts": int(b["drops_pkts"])})
+    return out
 
 
 def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
