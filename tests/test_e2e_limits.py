@@ -82,6 +82,15 @@ def test_probe_interval() -> None:
     assert probe_interval_s("rlcc", 1, 1e6, 2e-3) == pytest.approx(8e-3)  # hostcc default
 
 
+
+def test_probe_cap_is_each_sources_share_of_the_budget() -> None:
+    from p4cc.experiment.bmv2.limits import PROBE_PPS_BUDGET, probe_max_pps
+
+    # 4 sources at 625 pps (5 Mb/s): together at most 5 % of the port, 31.25 probes/s
+    assert 4 * probe_max_pps(4, 625.0) == pytest.approx(PROBE_PPS_BUDGET * 625.0)
+    assert probe_max_pps(0, 625.0) == pytest.approx(31.25)
+
+
 def _csv(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_csv(path, index=False)

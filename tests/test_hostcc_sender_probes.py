@@ -163,3 +163,37 @@ def test_rlcc_senders_default_to_a_probe_every_interval() -> None:
 
     assert quiet("rlcc", None) == quiet("rlcc:pi", None) == 0.0
     assert quiet("dcqcn", None) is None and quiet("rlcc", 0.2) == 0.2
+
+
+def test_probe_cap_spreads_the_senders_probes_over_its_flows() -> None:
+    """``max_pps`` caps a sender's probes in all: 12 flows probing every interval (quiet
+    0) with a 10 probes/s cap send ~10 probes/s, not 12 / 8 ms = 1,500/s; one flow alone
+    keeps its interval."""
+    ps = ProbeSchedule(IV, 0.0, max_pps=10.0)
+    for fid in range(12):
+        ps.add(fid, 0.0)
+    sent = sum(ps.due(fid, float(t), 0) for t in np.arange(0.0, 2.0, 1e-3)
+               for fid in range(12))
+    assert 12 <= sent <= 12 + 2.0 * 10.0 + 1  # each flow's first probe, then the cap
+    # one flow: its own interval when the cap allows it, else the cap's
+    assert probe_times(ProbeSchedule(IV, 0.0, max_pps=500.0), [], 0.05) == pytest.approx(
+        [IV * k for k in range(7)], abs=2e-4)
+    assert probe_times(ProbeSchedule(IV, 0.0, max_pps=10.0), [], 0.35) == pytest.approx(
+        [0.0, 0.1, 0.2, 0.3], abs=2e-4)
+
+
+def test_probe_cap_is_checked_and_reaches_the_sender_config() -> None:
+    import argparse
+
+    from p4cc.hostcc.cli_config import sender_config
+    from p4cc.scale import Scale
+
+    with pytest.raises(ConfigError, match=r"probe_max_pps=-1.0 must be >= 0"):
+        SenderConfig(probe_max_pps=-1.0)
+    with pytest.raises(ConfigError, match="probe rate cap"):
+        ProbeSchedule(IV, 0.0, max_pps=float("inf"))
+    args = argparse.Namespace(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
+                              probe_interval=0.064, rto=0.0, rto_max=0.0, rtt_window=1,
+                              ack_interval=None, completions="", pad=False, cc="rlcc",
+                              probe_quiet=None, probe_max_pps=31.25)
+    assert sender_config(args, Scale()).probe_max_pps == 31.25

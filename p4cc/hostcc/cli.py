@@ -182,6 +182,9 @@ def _send_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-quiet", type=float, default=None,
                    help="probe a flow only after this long (s) without an ACK RTT sample "
                         "(default: the probe interval; 0: probe every interval)")
+    p.add_argument("--probe-max-pps", type=float, default=0.0,
+                   help="cap of all this sender's probes, probes/s: with n flows each is "
+                        "probed at most every n / cap s (default 0: no cap)")
     p.add_argument("--pad", action="store_true",
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")

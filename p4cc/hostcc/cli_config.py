@@ -73,6 +73,7 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         netns=args.netns, sport_base=args.sport_base,
                         probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
                         probe_quiet_s=_probe_quiet(args),
+                        probe_max_pps=float(getattr(args, "probe_max_pps", 0.0) or 0.0),
                         rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
                         rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,

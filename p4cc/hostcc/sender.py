@@ -76,7 +76,7 @@ class Sender:
         self._fct_written: set[int] = set()
         self._stamps = TxStamps()  # timed packets awaiting their TX timestamp, per flow
         quiet = cfg.probe_interval_s if cfg.probe_quiet_s is None else cfg.probe_quiet_s
-        self.probe_schedule = ProbeSchedule(cfg.probe_interval_s, quiet)
+        self.probe_schedule = ProbeSchedule(cfg.probe_interval_s, quiet, cfg.probe_max_pps)
         self.chain = FlowChain(self.specs, cfg.completions)  # when each flow starts
         # the loop's state (open/step/close)
         self._traces: RecordWriter | None = None

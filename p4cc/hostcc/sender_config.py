@@ -35,6 +35,9 @@ class SenderConfig:
         metadata={"help": "probe a flow only once it has had no ACK RTT sample for this "
                   "long (from its start or its latest one; p4cc.hostcc.rtt_samples): None "
                   "= probe_interval_s; 0 = probe every probe_interval_s whatever the ACKs"})
+    probe_max_pps: float = field(
+        default=0.0, metadata={"help": "cap of this sender's probes in all, probes/s: with "
+                               "n flows each is probed at most every n / cap s (0: none)"})
     rtt_window: int = field(
         default=1,
         metadata={"help": "the controller gets the median of the last N RTT samples "
@@ -71,6 +74,8 @@ class SenderConfig:
             raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
         if self.probe_quiet_s is not None and not 0 <= self.probe_quiet_s < float("inf"):
             raise ConfigError(f"probe_quiet_s={self.probe_quiet_s} must be >= 0 (0: off)")
+        if not 0 <= self.probe_max_pps < float("inf"):
+            raise ConfigError(f"probe_max_pps={self.probe_max_pps} must be >= 0 (0: no cap)")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

@@ -30,6 +30,7 @@ from p4cc.experiment.bmv2.limits import (
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
     probe_interval_s,
+    probe_max_pps,
 )
 from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
@@ -87,6 +88,7 @@ class HostProcesses:
         self.bulk: list[hp.HostProc] = []  # iperf3 clients
         #: (host, role) -> more options of ``p4cc host <role>`` (CHAMELEON's --monitor)
         self.extra_args: Callable[[str, str], list[str]] = lambda host, role: []
+        self.probe_cap = 0.0  # --probe-max-pps of every sender (set when hosts start)
 
     def _spawn(self, host: str, role: str, argv: list[str], log_name: str,
                **meta: Any) -> hp.HostProc:
@@ -128,9 +130,11 @@ class HostProcesses:
         that only receive: per host one ``host run`` (``one_process``) or a receive-only
         ``host run`` and a ``host send`` (``recv.log``, ``send.log``)."""
         cc, scale = self.spec.host_cc, self.topo.scale
-        probe = probe_interval_s(cc, self.sized["src"].nunique(),
-                                 scale.pps(scale.link_rate_bps), scale.base_rtt_s)
-        self.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow")
+        sources, link_pps = self.sized["src"].nunique(), scale.pps(scale.link_rate_bps)
+        probe = probe_interval_s(cc, sources, link_pps, scale.base_rtt_s)
+        self.probe_cap = probe_max_pps(sources, link_pps)
+        self.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow, at most "
+                 f"{self.probe_cap:.1f}/s per sender")
         srcs = list(dict.fromkeys(self.sized["src"].astype(str)))  # schedule order
         self.receivers = set(self.sized["dst"].astype(str))
         ready = []
@@ -172,7 +176,8 @@ class HostProcesses:
         self.senders[h] = [int(x) for x in rows["flow_id"]]
         last = max(float(f["start_s"]) for f in flows)
         return ["--schedule", str(d / "schedule.json"), "--cc", cc, "--dev", f"{h}-eth0",
-                "--out", str(d / "send"), "--probe-interval", f"{probe:g}", "--pad",
+                "--out", str(d / "send"), "--probe-interval", f"{probe:g}",
+                "--probe-max-pps", f"{self.probe_cap:g}", "--pad",
                 "--completions", str(self.hosts_dir / "completions"), "--deadline",
                 f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
                 *quiet_args(cc)]

@@ -110,6 +110,14 @@ def probe_interval_s(host_cc: str, sources: int, link_pps: float, base_rtt_s: fl
         return max(floor, DCQCN_PROBE_INTERVAL_S)
     return max(floor, max(1, sources) / (PROBE_PPS_BUDGET * link_pps))
 
+
+def probe_max_pps(sources: int, link_pps: float) -> float:
+    """``p4cc host send --probe-max-pps``: each source's share of PROBE_PPS_BUDGET, a cap
+    on all its flows' probes together (``probe_interval_s`` assumes one probed flow per
+    source; overlapping incast bursts left 12 flows on one RL-CC host, and 12 % of the
+    bottleneck's packets were probes: session 8, docs/emulation.md)."""
+    return PROBE_PPS_BUDGET * link_pps / max(1, sources)
+
 #: The switches are what is measured: on two shared cores a starved simple_switch_grpc
 #: drained a full 10 Mb/s queue at ~200 pps instead of 1250 (measured), so the backend
 #: raises every BMv2 thread's priority by this much (nice value); the hosts' Python
