@@ -105,3 +105,21 @@ def test_a_fixed_setting_reaches_a_proxy_that_links_after_t0() -> None:
         if rep is not None:
             rep.stop()
         fab.stop(_Sink())
+
+
+def test_bmv2_evaluation_runs_at_the_scale_asked_for(tmp_path: Path) -> None:
+    """`chameleon_eval --backend bmv2 --scale testbed-5m`: every run's spec has the
+    scale, and an unknown scale is refused by name before anything starts."""
+    import pytest
+
+    from p4cc.errors import ConfigError
+    from p4cc.experiment import chameleon_eval, chameleon_eval_bmv2
+
+    spec = chameleon_eval_bmv2._spec("t", "dumbbell,left=2,right=1,bottleneck=0.5", 1, 10.0,
+                                     "chameleon:long=2.5,short=0.25", "nvidia", 0.5,
+                                     "testbed-5m")
+    assert spec.scale == "testbed-5m" and spec.topo().scale.link_rate_bps == 5e6
+    with pytest.raises(ConfigError, match="unknown scale 'nope'"):
+        chameleon_eval.main(["--backend", "bmv2", "--scale", "nope", "--seeds", "1",
+                             "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()

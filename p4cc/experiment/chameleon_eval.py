@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="sim: paper scale; bmv2: testbed scale, every step a real run "
                          "(p4cc.experiment.chameleon_eval_bmv2; --size in testbed bytes, "
                          "--long defaults to 5 ms paper time scaled)")
+    ap.add_argument("--scale", default="testbed",
+                    help="bmv2: the scale of the runs (testbed, testbed-5m, ...)")
     ap.add_argument("--iterations", type=int, default=3,
                     help="bmv2: all-to-alls per evaluation run, one every 2 long periods")
     ap.add_argument("--out", default="runs/chameleon_eval")
@@ -149,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table({"tune": [t for p in parts for t in p["tune"]],
                      "eval": [e for p in parts for e in p["eval"]]}))
         return 0
+    if a.backend == "bmv2":
+        get_scale(a.scale)  # an unknown scale is refused before anything is written
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res: dict[str, Any] = {"args": vars(a), "tune": [], "eval": []}
@@ -157,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
         for seed in a.seeds:
             part = bm.run_seed(a.topology, seed, a.size, a.rounds, out, a.options,
-                               a.iterations, a.long)
+                               a.iterations, a.long, a.scale)
             res["tune"] += part["tune"]
             res["eval"] += part["eval"]
         print(table(res))

@@ -49,9 +49,9 @@ POLL_FRACTION = 0.2
 
 
 def _spec(name: str, topology: str, seed: int, duration_s: float, agent: str,
-          host_set: str, interval_s: float) -> ExperimentSpec:
+          host_set: str, interval_s: float, scale: str = "testbed") -> ExperimentSpec:
     return parse_spec({
-        "name": name, "backend": "bmv2", "topology": topology, "scale": "testbed",
+        "name": name, "backend": "bmv2", "topology": topology, "scale": scale,
         "duration_s": duration_s, "seeds": [seed], "interval_s": interval_s,
         "agents": [agent], "host_cc": f"dcqcn:{host_set}",
         "outputs": ["telemetry", "flows"],
@@ -77,13 +77,13 @@ def verdict(run: Path) -> dict[str, Any]:
 
 
 def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int,
-         out: Path, options: str = "") -> dict[str, Any]:
+         out: Path, options: str = "", scale: str = "testbed") -> dict[str, Any]:
     """Step 1 on BMv2: the final setting, rounds, the in-run metric, the verdict."""
-    topo = parse_topo(topology, "testbed")
+    topo = parse_topo(topology, scale)
     agent = f"chameleon:long={long_s:g},short={long_s / 10:g}" + (
         f",{options}" if options else "")
     spec = _spec("chameleon_tune", topology, seed, (rounds + 1) * long_s, agent, "nvidia",
-                 long_s * POLL_FRACTION)
+                 long_s * POLL_FRACTION, scale)
     sched = all_to_all(topo, size_bytes, rounds + 1, long_s, jitter_s=long_s / 100,
                        seed=seed)
     t0 = time.monotonic()
@@ -109,13 +109,13 @@ def arms(out: Path, seed: int) -> dict[str, tuple[str, str]]:
 
 def evaluate(topology: str, name: str, options: str, host_set: str, seed: int,
              size_bytes: int, long_s: float, iterations: int, period_s: float,
-             out: Path) -> dict[str, Any]:
+             out: Path, scale: str = "testbed") -> dict[str, Any]:
     """Step 2 on BMv2 for one setting: FCT figures over every all-to-all of the run."""
-    topo = parse_topo(topology, "testbed")
+    topo = parse_topo(topology, scale)
     agent = f"chameleon:long={long_s:g},short={long_s / 10:g},tune=0,{options}"
     duration = (iterations - 1) * period_s + 2 * period_s
     spec = _spec(f"chameleon_eval_{name}", topology, seed, duration, agent, host_set,
-                 long_s * POLL_FRACTION)
+                 long_s * POLL_FRACTION, scale)
     sched = all_to_all(topo, size_bytes, iterations, period_s, jitter_s=long_s / 100,
                        seed=seed)
     t0 = time.monotonic()
@@ -133,14 +133,15 @@ def evaluate(topology: str, name: str, options: str, host_set: str, seed: int,
 
 def run_seed(topology: str, seed: int, size_bytes: int, rounds: int, out: Path,
              options: str = "", iterations: int = 3,
-             long_s: float | None = None) -> dict[str, Any]:
-    """Steps 1 and 2 for one seed; written to ``out/results-seed<k>.json``."""
-    long_s = long_s or get_scale("testbed").time(PAPER_LONG_S)
+             long_s: float | None = None, scale: str = "testbed") -> dict[str, Any]:
+    """Steps 1 and 2 for one seed at ``scale`` (a name: testbed, testbed-5m, ...);
+    written to ``out/results-seed<k>.json``."""
+    long_s = long_s or get_scale(scale).time(PAPER_LONG_S)
     res: dict[str, Any] = {"tune": [tune(topology, seed, size_bytes, long_s, rounds, out,
-                                         options)], "eval": []}
+                                         options, scale)], "eval": []}
     for name, (opts, host_set) in arms(out, seed).items():
         res["eval"].append(evaluate(topology, name, opts, host_set, seed, size_bytes,
-                                    long_s, iterations, 2 * long_s, out))
+                                    long_s, iterations, 2 * long_s, out, scale))
         print(json.dumps(res["eval"][-1]), flush=True)
     (out / f"results-seed{seed}.json").write_text(json.dumps(res, indent=1, default=float))
     return res
