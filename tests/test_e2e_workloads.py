@@ -34,7 +34,7 @@ from p4cc.topo.hosts import interface_names  # noqa: E402
 
 SPEC = {
     "name": "e2e_workloads", "backend": "bmv2", "topology": "star,hosts=4",
-    "scale": "testbed", "duration_s": 30, "seed": 3, "interval_s": 0.25, "agents": ["secn1"],
+    "scale": "testbed-5m", "duration_s": 30, "seed": 3, "interval_s": 0.25, "agents": ["secn1"],
     "host_cc": "dcqcn",
     "workloads": [
         {"type": "websearch", "tag": "websearch", "load": 0.4, "size_scale": "bdp"},

@@ -7,9 +7,13 @@ The bmv2 backend refuses specs that need more than the cached calibration allows
   (the rig of ``p4cc bench dataplane``), at the priority runs give their switches: its
   CPU at two light loads (``cpu_pps`` and 3x) fitted as idle CPU + marginal µs per
   forwarded packet, and the delivered packets/s when saturated; medians of ``reps``;
-* the hosts: p4cc's sender and receiver (the same Python transport the runs use) in
-  one process over loopback at ``host_pps``: the process's CPU time per data packet
-  (sending, receiving, ACKs).
+* the hosts, as runs run them (p4cc.bench.calibrate_hosts: ``host send`` and
+  ``host run`` processes in two network namespaces over a veth, HTB pacing, ~30 s): a
+  sender's and a receiver's idle CPU, per host CC (``--host-cc``) the sender's µs per
+  data packet and CPU-s/s per active flow, the receiver's µs per packet, and the CPU of
+  one HTB rate change;
+* ``host_us_per_pkt`` (the first calibrations' loopback number, kept for old cache
+  files): p4cc's sender and receiver in one process over loopback at ``host_pps``.
 
 The result is written to ``~/.cache/p4cc/calibration-<build>.json`` keyed by the BMv2
 build, and printed.  ``--dry-run`` prints without caching.
@@ -24,6 +28,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from p4cc.bench import calibrate_hosts
 from p4cc.bench import dataplane as dp
 from p4cc.bench.hostcc import StepRate
 from p4cc.experiment.bmv2 import budget
@@ -106,6 +111,10 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     ap.add_argument("--cpu-pps", type=float, default=1000.0)
     ap.add_argument("--offer-pps", type=float, default=45_000.0)
     ap.add_argument("--host-pps", type=float, default=2000.0)
+    ap.add_argument("--host-cc", default="dcqcn,rlcc:adpg-trees",
+                    help="host CCs whose sender costs are measured (comma-separated)")
+    ap.add_argument("--host-seconds", type=float, default=3.0,
+                    help="per host measurement window")
     ap.add_argument("--dry-run", action="store_true", help="print, do not cache")
     args = ap.parse_args(list(argv))
     reason = dp.skip_reason()
@@ -115,9 +124,17 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     load = dp.loadavg()
     sw = switch_cost(args.reps, args.seconds, args.cpu_pps, args.offer_pps)
     host = host_cost(args.host_pps, args.seconds * 2)
+    hc = calibrate_hosts.host_costs([c for c in args.host_cc.split(",") if c],
+                                    args.host_seconds)
     cal = budget.Calibration(round(sw["us_per_pkt"], 1), round(sw["sat_pps"]),
                              round(host, 1), os.cpu_count() or 1, budget.bmv2_build(),
-                             time.time(), load, round(sw["idle_cpu"], 3))
+                             time.time(), load, round(sw["idle_cpu"], 3),
+                             host_send_idle_cpu=hc["send_idle_cpu"],
+                             host_recv_idle_cpu=hc["recv_idle_cpu"],
+                             host_recv_us_per_pkt=hc["recv_us_per_pkt"],
+                             host_send_us_per_pkt=hc["send_us_per_pkt"],
+                             host_send_flow_cpu=hc["send_cpu_per_flow"],
+                             host_rate_change_us=hc["rate_change_us"])
     rec: dict[str, Any] = {"case": "calibrate", **budget.describe(cal),
                            "switch_light_us_per_pkt": round(sw["light_us_per_pkt"], 1),
                            "bmv2_build_flags": dp.bmv2_build_flags()}

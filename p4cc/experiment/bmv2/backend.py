@@ -275,12 +275,15 @@ class _Run:
         import json
 
         from p4cc.experiment.bmv2 import budget
+        from p4cc.experiment.bmv2.limits import run_probe_s
 
         dur = min(self.now(), float(self.spec.duration_s)) if self.t0_mono else 0.0
         used = budget.measured(self.records.kept_cpu, self.host_cpu,
                                time.process_time() - self.runner_cpu_t0, dur)
         cmp = budget.comparison(self.topo, self.schedule, float(self.spec.duration_s),
-                                float(self.spec.interval_s), used)
+                                float(self.spec.interval_s), used,
+                                host_cc=self.spec.host_cc,
+                                probe_s=run_probe_s(self.spec.host_cc, self.topo, self.schedule))
         (self.root / "budget.json").write_text(json.dumps(cmp, indent=1, default=float))
         self.sink.log(f"bmv2: used {used['cpu_s_per_s']:.2f} CPU-s/s (switches "
                       f"{used['switch_cpu_s']:.1f} s, hosts {used['host_cpu_s']:.1f} s, runner "

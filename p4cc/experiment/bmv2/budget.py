@@ -8,16 +8,24 @@ A calibration (``p4cc bench calibrate``, run once as root; cached per BMv2 build
   program (a configured switch: ECN entry, INT sink, telemetry), fitted from two light
   loads -- less sensitive to other load on the machine than rates;
 * ``switch_sat_pps``: what one switch forwards when offered more (its ceiling);
-* ``host_us_per_pkt``: CPU time of p4cc's Python sender + receiver per data packet.
+* the hosts, the way runs run them (``p4cc.bench.calibrate_hosts``: real ``host send``
+  and ``host run`` processes over a veth with HTB pacing): a sender's and a receiver's
+  idle CPU-s/s, the sender's µs per data packet and CPU-s/s per active flow by host CC
+  (RL-CC decides per flow every decision interval and probes every interval, whatever
+  its packet rate), the receiver's µs per packet, and one HTB rate change (a DCQCN
+  sender makes one per CNP).
 
-``demand`` estimates what a spec asks of the machine from its schedule (packets each
-switch must forward: every data packet once per switch on its path, plus ACKs/CNPs/
-probes; packets each host sends and receives; the control loops' polls), each capped
-at what the configured link rates let through, and ``check`` refuses a spec whose CPU
-demand exceeds ``UTIL_CAP`` of the machine's cores, or whose busiest switch needs more
-than ``UTIL_CAP`` of its ceiling -- with a message naming what to change.  Without a
-calibration, ``UNCALIBRATED`` (numbers measured on the 2-core reference machine's
-logging-macros build, docs/emulation.md) stands in and the message says so.
+``demand`` (p4cc.experiment.bmv2.budget_demand) estimates from the schedule what a spec
+asks: data packets per host and per switch on each flow's path, reverse-path packets
+(CNPs, ACKs, probes, by CC), the host processes, the flows active at once, the polls.
+``terms`` prices it per part of the machine (switches, senders, receivers, runner);
+constants that only recorded runs show (switch cost under contention, the runner, the
+CNP share) are derived from 69 recorded runs and say so.  ``check`` refuses a spec whose
+CPU demand exceeds ``UTIL_CAP`` of the machine's cores, or whose busiest switch needs
+more than ``UTIL_CAP`` of its ceiling -- with a message naming the largest part and
+what to change.  Without a calibration, ``UNCALIBRATED`` (numbers measured on the
+2-core reference machine's logging-macros build, docs/emulation.md) stands in and the
+message says so.
 """
 
 from __future__ import annotations
@@ -27,50 +35,123 @@ import json
 import math
 import os
 import time
-from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from p4cc.errors import ConfigError
-from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES
+from p4cc.experiment.bmv2.budget_demand import Demand, demand, switch_path
 from p4cc.topo.spec import TopoSpec
+
+__all__ = ["Calibration", "Demand", "check", "comparison", "cpu", "demand", "describe",
+           "load", "measured", "save", "switch_path", "terms"]
 
 #: use at most this fraction of the cores (and of a switch's ceiling): the rest absorbs
 #: bursts (incast onsets), the runner, Mininet and the OS.  Mininet-HiFi (CoNEXT 2012,
 #: §3) likewise keeps the emulation's CPU share below 100 % to keep link invariants.
 UTIL_CAP = 0.7
-#: reverse-path packets per data packet: ACK requests every 16 packets (hostcc
-#: ack_every) or every 2 RL-CC decision intervals, CNPs at most 1/ms/flow, probes
-REVERSE_FACTOR = 1.15
-#: CPU-seconds of one telemetry poll + agent step (Python + BMv2's Thrift/gRPC side);
-#: measured 3-20 ms wall per poll unloaded, most of it waiting (docs/emulation.md)
-POLL_CPU_S = 0.004
+#: Switch CPU in runs against the calibration's two numbers: a non-negative least-squares
+#: fit of the switches' CPU in 69 recorded BMv2 runs (session 7: 24 N -> 1 runs at testbed
+#: and testbed-5m scale, DCQCN and RL-CC trees; 45 default-experiment runs) on the
+#: calibration's idle CPU x switches and µs/packet x the packets ``demand`` predicts,
+#: under the calibration of 2026-11-24 (0.062 CPU-s/s idle, 142.5 µs/packet): 0.74 x
+#: the idle and 1.27 x the per-packet cost (switches under contention, the reverse
+#: path's small packets, the telemetry reads).  docs/emulation.md "Machine budget".
+SWITCH_IDLE_FACTOR = 0.74
+SWITCH_PKT_FACTOR = 1.27
+#: The runner (control loops, agents, records) per telemetry poll and per host process
+#: per second (it samples each host process's CPU and records): fit of the runner's CPU
+#: in the same 69 runs (0.73-1.28 of what they used).  The old 4 ms per poll was
+#: measured unloaded; loaded polls cost 7 ms.
+RUNNER_POLL_CPU_S = 0.007
+RUNNER_HOST_PROC_CPU = 0.0085
+
+#: Host costs measured by ``p4cc bench calibrate`` on the 2-core reference machine
+#: (2026-11-24 21:55 and 22:20 UTC, load ~2, ``p4cc.bench.calibrate_hosts``: real
+#: ``host send``/``host run`` processes over a veth with HTB pacing; means of the two):
+#: the defaults for a calibration cached before these fields existed.  Per data packet
+#: and per active flow by host CC kind (RL-CC: 83.9-109.1 µs, 0.110-0.125 CPU-s/s per
+#: flow; DCQCN 83.9-86.8 µs, 0.014-0.021).  An HTB rate change over netlink (what a
+#: DCQCN sender does per CNP) cost 1,244 µs.  A receiver's idle CPU was below the
+#: measurement's resolution (10-ms ticks over 2.3 s).
+#: ``fixed:<rate>`` senders do what a DCQCN sender does without the CC (not measured
+#: apart: DCQCN's numbers stand in).
+HOST_SEND_US_PER_PKT = {"dcqcn": 85.4, "rlcc": 98.2, "fixed": 85.4}
+HOST_SEND_FLOW_CPU = {"dcqcn": 0.0176, "rlcc": 0.117, "fixed": 0.0176}
+HOST_SEND_IDLE_CPU = 0.022
+HOST_RECV_IDLE_CPU = 0.0
+HOST_RECV_US_PER_PKT = 60.8
+HOST_RATE_CHANGE_US = 1244.0
 
 
 @dataclass(frozen=True)
 class Calibration:
     switch_us_per_pkt: float
     switch_sat_pps: float
-    host_us_per_pkt: float
+    host_us_per_pkt: float  # sender + receiver over loopback (the first calibrations)
     cores: int
     build: str  # BMv2 build (path, version, logging macros): the cache key
     measured_unix: float = 0.0
     loadavg: float = math.nan
     switch_idle_cpu: float = 0.0  # CPU-s/s a switch uses without packets (its threads)
+    #: CPU-s/s of a sender / receiver host process with nothing to do
+    host_send_idle_cpu: float = HOST_SEND_IDLE_CPU
+    host_recv_idle_cpu: float = HOST_RECV_IDLE_CPU
+    host_recv_us_per_pkt: float = HOST_RECV_US_PER_PKT  # receiver, per data packet
+    #: sender µs per data packet and CPU-s/s per active flow, by host_cc (or its kind)
+    host_send_us_per_pkt: dict[str, float] = field(
+        default_factory=lambda: dict(HOST_SEND_US_PER_PKT))
+    host_send_flow_cpu: dict[str, float] = field(
+        default_factory=lambda: dict(HOST_SEND_FLOW_CPU))
+    host_rate_change_us: float = HOST_RATE_CHANGE_US  # one HTB rate change (netlink)
 
     @property
     def calibrated(self) -> bool:
         return self.measured_unix > 0
 
+    def terms(self, d: Demand) -> dict[str, float]:
+        """CPU-seconds per second of run time, per part of the machine."""
+        send_us = self.per_cc(self.host_send_us_per_pkt, HOST_SEND_US_PER_PKT, d.cc)
+        flow_cpu = self.per_cc(self.host_send_flow_cpu, HOST_SEND_FLOW_CPU, d.cc)
+        # a DCQCN sender changes its HTB rate per CNP; others only read the CNP
+        cnp_us = (self.host_rate_change_us if d.cc.partition(":")[0] == "dcqcn"
+                  else self.host_recv_us_per_pkt)
+        return {
+            "switches": (len(d.switch_pps) * SWITCH_IDLE_FACTOR * self.switch_idle_cpu
+                         + sum(d.switch_pps.values()) * SWITCH_PKT_FACTOR
+                         * self.switch_us_per_pkt * 1e-6),
+            "senders": (d.send_procs * self.host_send_idle_cpu
+                        + d.data_pps * send_us * 1e-6 + d.active_flows * flow_cpu
+                        + d.cnp_pps * cnp_us * 1e-6),
+            "receivers": (d.recv_procs * self.host_recv_idle_cpu
+                          + (d.data_pps + d.reverse_pps) * self.host_recv_us_per_pkt * 1e-6),
+            "runner": (d.polls_per_s * RUNNER_POLL_CPU_S
+                       + (d.send_procs + d.recv_procs) * RUNNER_HOST_PROC_CPU),
+        }
+
+    def per_cc(self, table: dict[str, float], defaults: dict[str, float], cc: str) -> float:
+        """``table``'s entry for ``cc``: exact, else its kind's, else another variant of
+        its kind, else the measured default of its kind, else the largest known."""
+        kind = cc.partition(":")[0]
+        for t in (table, defaults):
+            if cc in t:
+                return t[cc]
+            if kind in t:
+                return t[kind]
+            same = [v for k, v in t.items() if k.partition(":")[0] == kind]
+            if same:
+                return max(same)
+        return max([*table.values(), *defaults.values()])
+
 
 #: stand-in until ``p4cc bench calibrate`` ran: p4cc's program on the reference
 #: machine (issue 10: 89 µs/packet on the --disable-logging-macros build; the
-#: logging-macros build users get is slower, so 120 µs), ~8 kpps ceiling, Python hosts
-#: ~60 µs per packet sent + received
-UNCALIBRATED = Calibration(120.0, 8000.0, 60.0, os.cpu_count() or 1, "uncalibrated")
+#: logging-macros build users get is slower, so 120 µs), ~8 kpps ceiling, 0.06 CPU-s/s
+#: idle per switch (the calibration of 2026-11-24), the measured host defaults above
+UNCALIBRATED = Calibration(120.0, 8000.0, 60.0, os.cpu_count() or 1, "uncalibrated",
+                           switch_idle_cpu=0.062)
 
 
 def cache_dir() -> Path:
@@ -102,96 +183,72 @@ def save(cal: Calibration) -> Path:
 
 
 def load(build: str | None = None) -> Calibration:
-    """This build's cached calibration, else UNCALIBRATED."""
+    """This build's cached calibration, else UNCALIBRATED.  A file written before the
+    host fields existed loads with their measured defaults (HOST_*)."""
     build = bmv2_build() if build is None else build
     try:
         data = json.loads(cache_path(build).read_text())
-        return Calibration(**data)
+        known = {f.name for f in fields(Calibration)}
+        return Calibration(**{k: v for k, v in data.items() if k in known})
     except (OSError, ValueError, TypeError):
         return UNCALIBRATED
 
 
-@dataclass(frozen=True)
-class Demand:
-    switch_pps: dict[str, float]
-    host_pps: dict[str, float]  # sent + received data packets
-    polls_per_s: float
-
-    def cpu(self, cal: Calibration) -> float:
-        """CPU-seconds per second of run time."""
-        return (sum(self.switch_pps.values()) * cal.switch_us_per_pkt * 1e-6
-                + len(self.switch_pps) * cal.switch_idle_cpu
-                + sum(self.host_pps.values()) * cal.host_us_per_pkt * 1e-6
-                + self.polls_per_s * POLL_CPU_S)
+def terms(d: Demand, cal: Calibration) -> dict[str, float]:
+    """CPU-seconds per second of run time, per part of the machine (Calibration.terms)."""
+    return cal.terms(d)
 
 
-def _switch_path(topo: TopoSpec, src: str, dst: str) -> list[str]:
-    """Switches on one shortest path from host src to host dst (BFS; ECMP picks one of
-    equal length, which does not change the total)."""
-    a, b = topo.host(src).switch, topo.host(dst).switch
-    prev: dict[str, str | None] = {a: None}
-    todo = deque([a])
-    while todo:
-        sw = todo.popleft()
-        if sw == b:
-            break
-        for _p, peer, _pp, _l in topo.switch_links(sw):
-            if not topo.is_host(peer) and peer not in prev:
-                prev[peer] = sw
-                todo.append(peer)
-    path: list[str] = []
-    cur: str | None = b
-    while cur is not None:
-        path.append(cur)
-        cur = prev.get(cur)
-    return path[::-1]
+def cpu(d: Demand, cal: Calibration) -> float:
+    """CPU-seconds per second of run time."""
+    return sum(terms(d, cal).values())
 
 
-def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float,
-           interval_s: float) -> Demand:
-    scale = topo.scale
-    pkt = scale.pkt_bytes
-    dur = max(duration_s, 1e-9)
-    tx: dict[str, float] = {h.name: 0.0 for h in topo.hosts}
-    rx = dict(tx)
-    flows: list[tuple[str, str, float]] = []  # (src, dst, packets/s over the run)
-    for r in schedule.to_dict("records"):
-        start = float(r["start_s"])
-        if start >= duration_s:
-            continue
-        if r["cls"] == "bulk":
-            stop = float(r["stop_s"]) if not math.isnan(float(r["stop_s"])) else duration_s
-            pkts = scale.pps(topo.link_at(str(r["src"]), 0).rate_bps) * \
-                max(0.0, min(stop, duration_s) - start)
-        else:
-            pkts = math.ceil(int(r["size_bytes"]) / max(1, pkt - DATA_FRAME_OVERHEAD_BYTES))
-        flows.append((str(r["src"]), str(r["dst"]), pkts / dur))
-        tx[str(r["src"])] += pkts / dur
-        rx[str(r["dst"])] += pkts / dur
-    nic = {h.name: scale.pps(topo.link_at(h.name, 0).rate_bps) for h in topo.hosts}
-    # no host sends or receives more than its link carries: scale each flow by its
-    # ends' overload (closed-loop storage asks for far more than one storage node takes)
-    sw: dict[str, float] = {s.name: 0.0 for s in topo.switches}
-    host: dict[str, float] = dict.fromkeys(nic, 0.0)
-    for src, dst, pps in flows:
-        f = min(1.0, nic[src] / tx[src] if tx[src] else 1.0,
-                nic[dst] / rx[dst] if rx[dst] else 1.0)
-        for s in _switch_path(topo, src, dst):
-            sw[s] += pps * f * REVERSE_FACTOR
-        host[src] += pps * f
-        host[dst] += pps * f
-    return Demand(sw, host, len(topo.switches) / interval_s)
+def _source(cal: Calibration) -> str:
+    if cal.calibrated:
+        return "calibrated " + time.strftime("%Y-%m-%d", time.localtime(cal.measured_unix))
+    return "uncalibrated defaults; run `sudo p4cc bench calibrate`"
+
+
+def _advice(d: Demand, parts: dict[str, float], cal: Calibration) -> str:
+    """What to change, for the part that needs the most."""
+    top = max(parts, key=lambda k: parts[k])
+    if top == "senders":
+        flow_cpu = cal.per_cc(cal.host_send_flow_cpu, HOST_SEND_FLOW_CPU, d.cc)
+        send_us = cal.per_cc(cal.host_send_us_per_pkt, HOST_SEND_US_PER_PKT, d.cc)
+        return (f"The senders are the largest part: {d.send_procs} sender processes, "
+                f"~{d.active_flows:.1f} flows active at once under {d.cc} "
+                f"({flow_cpu:.3f} CPU-s/s per active flow) and {d.data_pps:.0f} data "
+                f"packets/s ({send_us:.0f} µs each) + {d.cnp_pps:.0f} CNPs/s: use fewer "
+                f"senders or fewer concurrent flows (workloads' senders/flows_per_sender, "
+                f"load), a slower scale (testbed-5m), or --backend sim")
+    if top == "switches":
+        busiest = max(d.switch_pps, key=lambda k: d.switch_pps[k])
+        return (f"The switches are the largest part: {len(d.switch_pps)} switches "
+                f"forwarding {sum(d.switch_pps.values()):.0f} packets/s (busiest "
+                f"{busiest}: {d.switch_pps[busiest]:.0f}, data + {d.reverse_pps:.0f}/s "
+                f"CNPs/ACKs/probes): lower the load (workloads[].load), use a slower scale "
+                f"or a smaller topology, or --backend sim")
+    if top == "receivers":
+        return (f"The receivers are the largest part: {d.recv_procs} receiver processes "
+                f"taking {d.data_pps:.0f} data packets/s: lower the load "
+                f"(workloads[].load) or use fewer hosts, or --backend sim")
+    return (f"The control loops are the largest part ({d.polls_per_s:.0f} polls/s): raise "
+            f"interval_s or use fewer switches, or --backend sim")
 
 
 def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
-          cal: Calibration | None = None) -> Demand:
-    """ConfigError if the spec needs more than this machine's budget."""
+          cal: Calibration | None = None, host_cc: str = "dcqcn",
+          probe_s: float | None = None) -> Demand:
+    """ConfigError if the spec needs more than this machine's budget, naming the part
+    of the machine that needs the most and what to change (``host_cc``, ``probe_s``:
+    the hosts' CC and RTT probe interval, budget_demand.demand)."""
     cal = cal or load()
-    d = demand(topo, schedule, duration_s, interval_s)
-    cpu = d.cpu(cal)
+    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s)
+    parts = terms(d, cal)
+    need = sum(parts.values())
     budget = UTIL_CAP * cal.cores
-    source = ("calibrated " + time.strftime("%Y-%m-%d", time.localtime(cal.measured_unix))
-              if cal.calibrated else "uncalibrated defaults; run `sudo p4cc bench calibrate`")
+    source = _source(cal)
     busiest = max(d.switch_pps, key=lambda k: d.switch_pps[k]) if d.switch_pps else ""
     if busiest and d.switch_pps[busiest] > UTIL_CAP * cal.switch_sat_pps:
         raise ConfigError(
@@ -199,15 +256,12 @@ def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s:
             f"than {UTIL_CAP:.0%} of what one BMv2 switch forwards here "
             f"({cal.switch_sat_pps:.0f} pps; {source}): lower the workloads' load, use a "
             f"slower scale or a topology that spreads the traffic, or --backend sim")
-    if cpu > budget:
-        sw_pps, host_pps = sum(d.switch_pps.values()), sum(d.host_pps.values())
+    if need > budget:
+        split = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         raise ConfigError(
-            f"the spec needs ~{cpu:.2f} CPU-s/s on the bmv2 backend: switches "
-            f"{sw_pps:.0f} pps x {cal.switch_us_per_pkt:.0f} µs, hosts {host_pps:.0f} pps x "
-            f"{cal.host_us_per_pkt:.0f} µs, {d.polls_per_s:.0f} polls/s; this machine's "
-            f"budget is {UTIL_CAP:.0%} of {cal.cores} cores = {budget:.2f} ({source}).  "
-            f"Lower the load (workloads[].load) or the number of hosts/switches "
-            f"(topology), raise interval_s, or run with --backend sim")
+            f"the spec needs ~{need:.2f} CPU-s/s on the bmv2 backend ({split}); this "
+            f"machine's budget is {UTIL_CAP:.0%} of {cal.cores} cores = {budget:.2f} "
+            f"({source}).  {_advice(d, parts, cal)}")
     return d
 
 
@@ -235,14 +289,17 @@ def measured(switch_cpu: list[dict[str, Any]], host_cpu: list[dict[str, Any]],
 
 
 def comparison(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
-               used: dict[str, float], cal: Calibration | None = None) -> dict[str, Any]:
+               used: dict[str, float], cal: Calibration | None = None,
+               host_cc: str = "dcqcn", probe_s: float | None = None) -> dict[str, Any]:
     """The budget's prediction for a run beside what it used (``budget.json``): a run
     that used far more than predicted means the calibration underestimates this
     machine's cost and the budget admits too much."""
     cal = cal or load()
-    d = demand(topo, schedule, duration_s, interval_s)
-    predicted = d.cpu(cal)
+    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s)
+    parts = terms(d, cal)
+    predicted = sum(parts.values())
     return {"predicted_cpu_s_per_s": predicted, "budget_cpu_s_per_s": UTIL_CAP * cal.cores,
+            "predicted_terms": parts,
             "used": used,
             "used_over_predicted": used["cpu_s_per_s"] / predicted if predicted > 0 else None,
             "calibration": describe(cal)}

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import shutil
 
+import pandas as pd
+
 from p4cc.errors import ConfigError, ToolMissingError
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.cc import userspace_cc_names
+from p4cc.topo.spec import TopoSpec
 
 #: Size limits on two cores.  Each switch is one simple_switch_grpc process (~30-60 %
 #: of a core when its ports carry 10 Mb/s), each host with traffic one or two Python
@@ -43,7 +46,17 @@ def check_budget(spec: ExperimentSpec) -> None:
 
     topo = spec.topo()
     schedule, _events = build_schedule(spec, spec.seeds[0], topo)
-    budget.check(topo, schedule, float(spec.duration_s), float(spec.interval_s))
+    budget.check(topo, schedule, float(spec.duration_s), float(spec.interval_s),
+                 host_cc=spec.host_cc, probe_s=run_probe_s(spec.host_cc, topo, schedule))
+
+
+def run_probe_s(host_cc: str, topo: TopoSpec, schedule: pd.DataFrame) -> float:
+    """The RTT probe interval a run gives its hosts (``probe_interval_s`` of its sized
+    flows' sources), for the machine budget."""
+    scale = topo.scale
+    sources = schedule.loc[schedule["cls"] != "bulk", "src"].nunique()
+    return probe_interval_s(host_cc, sources, scale.pps(scale.link_rate_bps),
+                            scale.base_rtt_s)
 
 
 def check_spec(spec: ExperimentSpec, within_budget: bool = True) -> None:

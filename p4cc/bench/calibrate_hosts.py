@@ -1,0 +1,247 @@
+"""Host costs for the machine budget, measured the way bmv2 runs run their hosts.
+
+``p4cc bench calibrate`` (root) calls :func:`host_costs`: two network namespaces joined
+by one veth pair, a receive-only ``p4cc host run`` in one and ``p4cc host send`` in the
+other, each started through the backend's own wrapper (``python -m
+p4cc.experiment.bmv2.hosts``: imports first, then waits for the go file), with the
+options the backend gives them (``--dev`` HTB pacing, ``--nic-rate``, ``--pad``, the
+CC's probe options).  Measured from ``/proc/<pid>/stat``:
+
+* the idle cost of a sender and of a receiver process (the sender loop wakes every
+  5 ms with nothing to send; p4cc.hostcc.sender.Sender.step);
+* per host CC (``dcqcn``, ``rlcc:<policy>``): the sender's CPU with 1 flow and with 4
+  flows sharing the link rate for ``seconds``, solved for µs per data packet and CPU-s
+  per second of one active flow (RL-CC decides per flow every decision interval and
+  probes every interval, whatever the packet rate);
+* the receiver's µs per data packet;
+* one HTB rate change over netlink (p4cc.hostcc.pacing.HtbPacer.set_rate, what a DCQCN
+  sender does on every CNP): this process's CPU for ``rounds`` x ``flows`` changes.
+
+No switch is involved, so there are no ECN marks and no CNPs: the runs' extra cost of
+congestion (CNPs, go-back-N, contention for two cores) is a factor on top, derived from
+recorded runs in p4cc.experiment.bmv2.budget.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from p4cc.errors import P4ccError
+from p4cc.experiment.bmv2.hosts import LISTEN_POLL_S, write_go
+from p4cc.experiment.bmv2.launch import quiet_args
+from p4cc.experiment.bmv2.limits import probe_interval_s
+from p4cc.experiment.bmv2.procmon import cpu_seconds
+from p4cc.scale import get_scale
+
+#: the namespaces and veth of the rig, named after this process (created and deleted
+#: here; a stale one of the same name is ours, from an interrupted calibration)
+_TAG = f"p4c{os.getpid() % 10**7}"
+NS_SEND, NS_RECV, DEV_SEND, DEV_RECV = f"{_TAG}S", f"{_TAG}R", f"{_TAG}s", f"{_TAG}r"
+IP_SEND, IP_RECV = "10.79.1.1", "10.79.1.2"
+#: flows start this long after t0: the idle costs are measured before
+LEAD_S = 3.0
+#: seconds after the flows' start before the busy window (HTB classes set up, rates up)
+SETTLE_S = 0.3
+STARTUP_TIMEOUT_S = 60.0
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+@contextlib.contextmanager
+def netns_pair() -> Iterator[None]:
+    """Two namespaces joined by a veth (sender side, receiver side), removed on exit."""
+    for ns in (NS_SEND, NS_RECV):
+        _ip("netns", "del", ns, check=False)
+    try:
+        for ns in (NS_SEND, NS_RECV):
+            _ip("netns", "add", ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("link", "add", DEV_SEND, "type", "veth", "peer", "name", DEV_RECV)
+        for ns, dev, ip in ((NS_SEND, DEV_SEND, IP_SEND), (NS_RECV, DEV_RECV, IP_RECV)):
+            _ip("link", "set", dev, "netns", ns)
+            _ip("-n", ns, "addr", "add", f"{ip}/24", "dev", dev)
+            _ip("-n", ns, "link", "set", dev, "up")
+        yield
+    finally:
+        for ns in (NS_SEND, NS_RECV):
+            _ip("netns", "del", ns, check=False)
+
+
+class _Proc:
+    """One host process through the backend's wrapper, in a namespace; stopped by PID."""
+
+    def __init__(self, ns: str, d: Path, tag: str, cmd: list[str], nic_rate: float = 0.0):
+        self.ready = d / f"ready-{tag}"
+        argv = [sys.executable, "-m", "p4cc.experiment.bmv2.hosts", "--ready",
+                str(self.ready), "--go", str(d / f"go-{tag}")]
+        if nic_rate:
+            argv += ["--nic-rate", f"{nic_rate:g}"]
+        self.go = d / f"go-{tag}"
+        self.log = (d / f"{tag}.log").open("w")
+        # `ip netns exec` execs the command: the PID is the host process's
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, *argv, "--", *cmd],
+                                     stdout=subprocess.DEVNULL, stderr=self.log)
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while not self.ready.is_file():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise P4ccError(f"calibration host process did not start: {self.log.name}")
+            time.sleep(LISTEN_POLL_S)  # poll interval of the readiness condition
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.proc.pid)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def _sleep_until(t_mono: float) -> None:
+    while (left := t_mono - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))  # waiting for an instant, not for a condition
+
+
+def _sent_in(trace: Path, t_a: float, t_b: float) -> float:
+    """Bytes the sender's flows sent between run times t_a and t_b (trace.csv rows)."""
+    first: dict[str, float] = {}
+    last: dict[str, float] = {}
+    with trace.open() as f:
+        for r in csv.DictReader(f):
+            t, fid, b = float(r["t"]), r["flow_id"], float(r["bytes_sent"] or 0)
+            if t <= t_a:
+                first[fid] = b
+            if t <= t_b:
+                last[fid] = b
+    return sum(last[k] - first.get(k, 0.0) for k in last)
+
+
+def _one(d: Path, rx: _Proc, cc: str, flows: int, seconds: float, scale_name: str
+         ) -> dict[str, float]:
+    """One sender with ``flows`` flows at the link rate: CPU and packets in the window."""
+    scale = get_scale(scale_name)
+    rate = scale.link_rate_bps
+    size = int(rate / 8 * (seconds + 5.0) / flows)  # still running at the window's end
+    sched = [{"dst": IP_RECV, "size": size, "start_s": LEAD_S, "cc": cc, "ref": i}
+             for i in range(flows)]
+    tag = f"{cc.replace(':', '_')}-{flows}"
+    (d / f"{tag}.json").write_text(json.dumps(sched))
+    probe = probe_interval_s(cc, 1, scale.pps(rate), scale.base_rtt_s)
+    tx = _Proc(NS_SEND, d, tag, ["host", "send", "--schedule", str(d / f"{tag}.json"),
+                                 "--cc", cc, "--dev", DEV_SEND, "--out", str(d / tag),
+                                 "--probe-interval", f"{probe:g}", "--pad", "--scale",
+                                 scale_name, "--deadline", f"{LEAD_S + seconds + 30:g}",
+                                 *quiet_args(cc)], nic_rate=rate)
+    try:
+        tx.wait_ready()
+        t0 = time.time() + 0.3
+        t0_mono = time.monotonic() + 0.3
+        write_go(tx.go, t0)
+        _sleep_until(t0_mono + 0.5)
+        idle0, ridle0 = tx.cpu(), rx.cpu()
+        _sleep_until(t0_mono + LEAD_S - 0.2)
+        idle1, ridle1 = tx.cpu(), rx.cpu()
+        idle_s = LEAD_S - 0.7
+        a = LEAD_S + SETTLE_S
+        _sleep_until(t0_mono + a)
+        c0, r0 = tx.cpu(), rx.cpu()
+        _sleep_until(t0_mono + a + seconds)
+        c1, r1 = tx.cpu(), rx.cpu()
+    finally:
+        tx.stop()
+    sent = _sent_in(d / tag / "trace.csv", a, a + seconds)
+    pkts = sent / max(1, scale.pkt_bytes - 14)  # padded datagrams (--pad)
+    return {"send_idle": (idle1 - idle0) / idle_s, "recv_idle": (ridle1 - ridle0) / idle_s,
+            "send_cpu": c1 - c0, "recv_cpu": r1 - r0, "pkts": pkts, "flow_s": flows * seconds}
+
+
+def rate_change_us(flows: int = 20, rounds: int = 20) -> float:
+    """CPU µs of one HTB rate change (the pacer's netlink thread and the caller), on the
+    sender side of :func:`netns_pair`; changes to different classes are not coalesced."""
+    from p4cc.hostcc.pacing import HtbPacer, PacerConfig
+
+    pacer = HtbPacer(PacerConfig(dev=DEV_SEND, netns=NS_SEND, link_rate_bps=10e6)).start()
+    try:
+        ports = [40000 + i for i in range(flows)]
+        for p in ports:
+            pacer.add_flow(p, 5e6)
+        c0 = time.process_time()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        for k in range(rounds):
+            want = pacer.stats.applied + pacer.stats.errors + flows
+            for p in ports:
+                pacer.set_rate(p, 2e6 + 1e4 * (k % 7) + p)
+            while pacer.stats.applied + pacer.stats.errors < want:
+                if time.monotonic() > deadline:
+                    raise P4ccError("the HTB pacer did not apply the rate changes")
+                time.sleep(0.001)  # poll interval of the applied-count condition
+        return (time.process_time() - c0) / (flows * rounds) * 1e6
+    finally:
+        pacer.close()
+
+
+def host_costs(ccs: Sequence[str], seconds: float = 3.0, scale_name: str = "testbed"
+               ) -> dict[str, Any]:
+    """Idle CPU-s/s of a sender and a receiver process, the receiver's µs per packet and,
+    per CC, the sender's µs per data packet and CPU-s/s per active flow (module doc)."""
+    out: dict[str, Any] = {"send_us_per_pkt": {}, "send_cpu_per_flow": {}}
+    idles_s: list[float] = []
+    idles_r: list[float] = []
+    rx_us: list[float] = []
+    with netns_pair(), tempfile.TemporaryDirectory(prefix="p4cc-cal-") as tmp:
+        d = Path(tmp)
+        rx = _Proc(NS_RECV, d, "recv", ["host", "run", "--recv-out", str(d / "recv"),
+                                       "--scale", scale_name])
+        try:
+            rx.wait_ready()
+            write_go(rx.go, time.time())
+            for cc in ccs:
+                one = _one(d, rx, cc, 1, seconds, scale_name)
+                four = _one(d, rx, cc, 4, seconds, scale_name)
+                for m in (one, four):
+                    idles_s.append(m["send_idle"])
+                    idles_r.append(m["recv_idle"])
+                # net CPU = pkts x per_pkt + flow_s x per_flow, two equations
+                n1 = one["send_cpu"] - one["send_idle"] * seconds
+                n4 = four["send_cpu"] - four["send_idle"] * seconds
+                per_pkt = n1 / max(one["pkts"], 1.0)
+                per_flow = max(0.0, (n4 - per_pkt * four["pkts"])
+                               / (four["flow_s"] - one["flow_s"]))
+                per_pkt = max(0.0, (n1 - per_flow * one["flow_s"]) / max(one["pkts"], 1.0))
+                out["send_us_per_pkt"][cc] = round(per_pkt * 1e6, 1)
+                out["send_cpu_per_flow"][cc] = round(per_flow, 4)
+                for m in (one, four):
+                    if m["pkts"] > 0:
+                        rx_us.append((m["recv_cpu"] - m["recv_idle"] * seconds) / m["pkts"])
+        finally:
+            rx.stop()
+        out["rate_change_us"] = round(rate_change_us(), 1)
+    med = sorted
+    out["send_idle_cpu"] = round(med(idles_s)[len(idles_s) // 2], 4)
+    out["recv_idle_cpu"] = round(med(idles_r)[len(idles_r) // 2], 4)
+    out["recv_us_per_pkt"] = round(max(0.0, med(rx_us)[len(rx_us) // 2]) * 1e6, 1)
+    return out
+
+
+if __name__ == "__main__":  # scratch use: python -m p4cc.bench.calibrate_hosts dcqcn,rlcc
+    print(json.dumps(host_costs(sys.argv[1].split(",") if len(sys.argv) > 1 else ["dcqcn"]),
+                     indent=1))
+    os._exit(0)
