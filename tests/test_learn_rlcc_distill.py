@@ -115,3 +115,54 @@ def test_jitter_moves_the_executed_action_but_labels_stay_the_teachers() -> None
     # same seed, same episode draws: only the jitter makes the rollouts differ
     assert x.shape != quiet_x.shape or not np.allclose(x, quiet_x)
     np.testing.assert_allclose(quiet_y, D.label(teacher, quiet_x), atol=1e-12)
+
+
+def test_monotone_constraints_follow_the_teachers_signs() -> None:
+    """Labels of a teacher increasing in δ_t and decreasing in a_{t−1}, with noise: the
+    unconstrained fit has steps against those signs somewhere on a grid, the constrained
+    fit none."""
+    rng = np.random.default_rng(3)
+    x = np.stack([rng.uniform(-0.05, 0.064, 6000), rng.uniform(0.9, 1.1, 6000),
+                  rng.uniform(-0.05, 0.064, 6000), rng.uniform(0.9, 1.1, 6000)], axis=1)
+    y = 2.0 * x[:, 2] - 0.5 * (x[:, 3] - 1) + rng.normal(0, 0.05, len(x))
+    d = np.linspace(-0.05, 0.064, 300)
+    grid = np.stack([np.zeros_like(d), np.ones_like(d), d, np.ones_like(d)], axis=1)
+    a = np.linspace(0.9, 1.1, 300)
+    grid_a = np.stack([np.zeros_like(a), np.ones_like(a), np.zeros_like(a), a], axis=1)
+
+    def worst(model) -> tuple[float, float]:  # largest step against the sign, δ_t and a_{t−1}
+        return (float(-np.min(np.diff(model.predict(grid)))),
+                float(np.max(np.diff(model.predict(grid_a)))))
+
+    free = worst(D.fit(x, y, min_data_in_leaf=5))
+    mono = worst(D.fit(x, y, min_data_in_leaf=5, monotone=(1, -1, 1, -1)))
+    assert max(free) > 0.005
+    assert max(mono) <= 1e-12
+    with pytest.raises(ConfigError, match="entries"):
+        D.fit(x, y, monotone=(1, -1))
+    np.testing.assert_array_equal(D.fit(x, y, monotone=(0, 0, 0, 0)).predict(x),
+                                  D.fit(x, y).predict(x))  # all 0: unconstrained
+
+
+def test_default_constraints_make_the_output_monotone_along_the_steady_diagonal() -> None:
+    """Noisy labels of the teacher's law at its crossing (y ≈ 13.2·δ_t − 7.1·δ_{t−1} −
+    4.0·(a_{t−1} − 1), docs/hostcc-cc.md): with the teacher's own signs (δ_{t−1}: −1) the
+    student can step down along δ_{t−1} = δ_t (a spurious crossing a large incast gets
+    caught on); with δ_{t−1}: +1 it cannot."""
+    rng = np.random.default_rng(5)
+    n = 20000
+    d0 = rng.uniform(-0.1, 0.064, n)
+    d1 = d0 + rng.normal(0, 0.01, n)
+    a1, a2 = rng.uniform(0.95, 1.05, n), rng.uniform(0.95, 1.05, n)
+    x = np.stack([d1, a2, d0, a1], axis=1)
+    y = 13.2 * d0 - 7.1 * d1 - 4.0 * (a1 - 1) - 0.9 * (a2 - 1) + rng.normal(0, 0.03, n)
+    d = np.linspace(-0.1, 0.064, 2000)
+    diag = np.stack([d, np.ones_like(d), d, np.ones_like(d)], axis=1)
+
+    def worst_drop(monotone: tuple[int, ...]) -> float:
+        return float(-np.min(np.diff(D.fit(x, y, min_data_in_leaf=20,
+                                           monotone=monotone).predict(diag))))
+
+    assert worst_drop((-1, -1, 1, -1)) > 0.002
+    assert worst_drop((1, -1, 1, -1)) <= 1e-12
+    assert not any(D.DistillConfig().monotone)  # free by default

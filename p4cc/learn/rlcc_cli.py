@@ -50,6 +50,8 @@ def run(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], An
         config_help: Callable[[Any], list[str]]) -> int:
     from p4cc.learn import rlcc_adpg, rlcc_eval  # torch: only when training
 
+    if args.distill:  # --set and --help-config then address DistillConfig
+        return _distill(args, apply_overrides, config_help)
     cfg = rlcc_adpg.AdpgConfig(seed=args.seed)
     over = {k: v for k, v in (("arch", args.arch), ("updates", args.updates or args.steps),
                               ("scale", args.scale)) if v is not None}
@@ -57,8 +59,6 @@ def run(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], An
     if args.help_config:
         print("\n".join(config_help(cfg)))
         return 0
-    if args.distill:
-        return _distill(args, cfg.scale)
     if args.evaluate:
         from p4cc.learn.rlcc_scenario_cli import run_scenario
 
@@ -82,21 +82,26 @@ def run(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], An
     return 0
 
 
-def _distill(args: argparse.Namespace, scale: str) -> int:
+def _distill(args: argparse.Namespace, apply_overrides: Callable[[Any, list[str]], Any],
+             config_help: Callable[[Any], list[str]]) -> int:
     from p4cc.errors import ConfigError
     from p4cc.hostcc.rlcc_policies import MlpPolicy, load_policy
     from p4cc.learn import rlcc_distill, rlcc_eval
     from p4cc.learn.rlcc_export import probe_decisions
     from p4cc.learn.runlog import git_commit
 
+    dcfg = apply_overrides(rlcc_distill.DistillConfig(seed=args.seed), args.set)
+    if args.help_config:
+        print("\n".join(config_help(dcfg)))
+        return 0
+    scale = args.scale or "paper"
     teacher = load_policy(args.distill)
     if not isinstance(teacher, MlpPolicy):
         raise ConfigError(f"{args.distill}: the teacher must be a windowed MLP policy")
     out_dir = Path(args.out) / (args.name or "rlcc-distill")
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "rlcc-distilled-trees.json"
-    dcfg = rlcc_distill.DistillConfig(seed=args.seed)
-    student, stats = rlcc_distill.distill(teacher, path, dcfg)
+    student, stats = rlcc_distill.distill(teacher, path, dcfg, teacher_file=Path(args.distill))
     ns = tuple(int(x) for x in args.eval_ns.split(",") if x)
     rows = []
     for pol, who in ((teacher, "teacher"), (student, "student")):

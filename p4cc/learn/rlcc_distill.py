@@ -18,7 +18,10 @@ measured on ``adpg-mlp-long``).  Optional and off by default (they made the clos
 queue worse in session 7): states of large incasts (:func:`incast_states`) and sample
 weights at the teacher's crossing (:func:`operating_weights`).  The LightGBM settings
 (min_data_in_leaf 500, max_bin 1023) were picked by a random search on the closed-loop
-queue at 256 and 1,536 flows (docs/hostcc-cc.md "Distilled trees").
+queue at 256 and 1,536 flows (docs/hostcc-cc.md "Distilled trees").  Also optional and
+off by default (session 8, docs/learning.md "Distillation into ≤ 10 trees"): monotone
+constraints per feature, and a constant output offset calibrated on the closed loop at
+validation incasts (:mod:`p4cc.learn.rlcc_distill_calib`, needs the teacher's file).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from p4cc.hostcc.rlcc_policies import MlpPolicy
 from p4cc.hostcc.rlcc_policy_base import BOUNDED_M, PolicyState
 from p4cc.hostcc.rlcc_trees import TreePolicy, load_tree_policy
 from p4cc.learn.rlcc_adpg import AdpgConfig, Episode
+from p4cc.learn.rlcc_distill_calib import VALIDATION_NS
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
 from p4cc.sim.config import SimConfig
@@ -74,8 +78,27 @@ class DistillConfig:
     min_data_in_leaf: int = field(default=500, metadata={"help": "LightGBM min_data_in_leaf"})
     max_bin: int = field(default=1023, metadata={"help": "LightGBM max_bin (feature bins)"})
     lambda_l2: float = field(default=0.0, metadata={"help": "LightGBM L2 leaf penalty"})
+    monotone: tuple[int, ...] = field(default=(0, 0, 0, 0), metadata={
+        "help": "LightGBM monotone_constraints, one per feature (δ_{t−1}, a_{t−2}, δ_t, "
+                "a_{t−1}; +1 non-decreasing, −1 non-increasing, 0 free; all 0: none).  "
+                "The teacher's own signs are −1,−1,1,−1; 1,−1,1,−1 makes the output "
+                "non-decreasing along the steady diagonal δ_{t−1} = δ_t.  Free by default: "
+                "neither brought the closed-loop queue closer (session 8)"})
     trees: int = field(default=MAX_TREES, metadata={"help": "boosting rounds (≤ 10)"})
     depth: int = field(default=MAX_DEPTH, metadata={"help": "tree depth (≤ 4)"})
+    calibrate: bool = field(default=False, metadata={
+        "help": "after the fit, add a constant output offset chosen so that the student's "
+                "closed-loop queue matches the teacher's at calibrate_ns "
+                "(p4cc.learn.rlcc_distill_calib; needs the teacher's file).  Off by "
+                "default: it did not make the students robust (session 8)"})
+    calibrate_ns: tuple[int, ...] = field(default=VALIDATION_NS, metadata={
+        "help": "validation N→1 incasts of the calibration (not the Table-2 N)"})
+    calibrate_rtts: int = field(default=4000, metadata={
+        "help": "base RTTs per calibration run (second half measured)"})
+    calibrate_span: float = field(default=0.02, metadata={
+        "help": "the offset is searched in [−span, span] (units of the pre-tanh output)"})
+    calibrate_steps: int = field(default=4, metadata={
+        "help": "bisection steps of the offset search (resolution span / 2^steps)"})
 
     def __post_init__(self) -> None:
         if not (1 <= self.trees <= MAX_TREES and 1 <= self.depth <= MAX_DEPTH):
@@ -83,6 +106,10 @@ class DistillConfig:
                               f"≤ {MAX_TREES} trees of depth ≤ {MAX_DEPTH}")
         if not 0.0 < self.large_keep <= 1.0 or self.weight_width < 0 or self.weight_gain < 0:
             raise ConfigError("large_keep in (0, 1], weight_width >= 0, weight_gain >= 0")
+        if self.calibrate_span <= 0 or self.calibrate_steps < 0 or self.calibrate_rtts < 2 \
+                or not self.calibrate_ns or any(n < 1 for n in self.calibrate_ns):
+            raise ConfigError("calibrate_span > 0, calibrate_steps >= 0, calibrate_rtts >= 2, "
+                              "calibrate_ns: one or more N >= 1")
 
 
 def teacher_y(action: np.ndarray) -> np.ndarray:
@@ -220,15 +247,22 @@ def operating_weights(x: np.ndarray, center: float, width: float, gain: float) -
 
 def fit(x: np.ndarray, y: np.ndarray, trees: int = MAX_TREES, depth: int = MAX_DEPTH,
         learning_rate: float = 0.5, seed: int = 0, weight: np.ndarray | None = None,
-        min_data_in_leaf: int = 20, max_bin: int = 255, lambda_l2: float = 0.0) -> Any:
+        min_data_in_leaf: int = 20, max_bin: int = 255, lambda_l2: float = 0.0,
+        monotone: tuple[int, ...] = ()) -> Any:
     """A LightGBM regressor within the device limits (squared error, ``weight``ed if
-    given)."""
+    given; ``monotone``: one constraint per feature, +1 non-decreasing, −1 non-increasing,
+    0 free)."""
     import lightgbm as lgb
 
-    params = {"objective": "regression", "max_depth": depth, "num_leaves": 2 ** depth,
-              "learning_rate": learning_rate, "min_data_in_leaf": min_data_in_leaf,
-              "max_bin": max_bin, "lambda_l2": lambda_l2,
-              "seed": seed, "deterministic": True, "verbose": -1, "num_threads": 1}
+    params: dict[str, Any] = {
+        "objective": "regression", "max_depth": depth, "num_leaves": 2 ** depth,
+        "learning_rate": learning_rate, "min_data_in_leaf": min_data_in_leaf,
+        "max_bin": max_bin, "lambda_l2": lambda_l2,
+        "seed": seed, "deterministic": True, "verbose": -1, "num_threads": 1}
+    if any(monotone):
+        if len(monotone) != x.shape[1]:
+            raise ConfigError(f"monotone has {len(monotone)} entries for {x.shape[1]} features")
+        params["monotone_constraints"] = list(monotone)
     return lgb.train(params, lgb.Dataset(x, y, weight=weight), num_boost_round=trees)
 
 
@@ -258,10 +292,12 @@ def to_p4cc_trees(model: Any, window: int, output: str = "bounded") -> dict[str,
             "base": 0.0, "trees": trees}
 
 
-def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None
-            ) -> tuple[TreePolicy, dict[str, float]]:
-    """Gather, fit on 80 % of the states, export; held-out agreement figures (all
-    held-out states, and those within ±0.01 of the teacher's crossing δ*)."""
+def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
+            teacher_file: Path | None = None) -> tuple[TreePolicy, dict[str, Any]]:
+    """Gather, fit on 80 % of the states, export; with ``teacher_file`` (the teacher's
+    policy file) and ``cfg.calibrate``, calibrate the output offset on the closed loop
+    (:mod:`p4cc.learn.rlcc_distill_calib`).  Held-out agreement figures of the exported
+    student (all held-out states, and those within ±0.01 of the teacher's crossing δ*)."""
     cfg = cfg or DistillConfig()
     x, y = gather_all(teacher, cfg)
     center = teacher_crossing(teacher)
@@ -271,20 +307,33 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None
          if cfg.weight_width > 0 and cfg.weight_gain > 0 else None)
     model = fit(x[~test], y[~test], cfg.trees, cfg.depth, cfg.learning_rate, weight=w,
                 min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
-                lambda_l2=cfg.lambda_l2)
-    out.write_text(json.dumps(to_p4cc_trees(model, teacher.window)) + "\n")
+                lambda_l2=cfg.lambda_l2, monotone=cfg.monotone)
+    doc = to_p4cc_trees(model, teacher.window)
+    calib = None
+    if teacher_file is not None and cfg.calibrate:
+        from p4cc.learn import rlcc_distill_calib as C
+
+        calib = C.calibrate_offset(doc, teacher_file, cfg.calibrate_ns,
+                                   C.many_to_one_queue(cfg.calibrate_rtts),
+                                   out.parent / f"{out.stem}-calibration",
+                                   cfg.calibrate_span, cfg.calibrate_steps)
+        doc = C.with_offset(doc, calib.offset)
+    out.write_text(json.dumps(doc) + "\n")
     student = load_tree_policy(out)
     a_t = teacher_action(y[test])
     a_s = teacher_action(student.predict(x[test]))
     near = np.abs(x[test][:, -2] - center) < 0.01
-    stats = {"states": len(y), "held_out": int(test.sum()),
-             "action_mae": float(np.mean(np.abs(a_s - a_t))),
-             "action_max_err": float(np.max(np.abs(a_s - a_t))),
-             "sign_agreement": float(np.mean(np.sign(a_s - 1) == np.sign(a_t - 1))),
-             "held_out_near_crossing": int(near.sum()),
-             "action_mae_near_crossing": float(np.mean(np.abs(a_s - a_t)[near])),
-             "teacher_crossing": center,
-             "trees": student.n_trees, "max_depth": cfg.depth}
+    err = np.abs(a_s - a_t)
+    stats: dict[str, Any] = {
+        "states": len(y), "held_out": int(test.sum()), "action_mae": float(np.mean(err)),
+        "action_max_err": float(np.max(err)),
+        "sign_agreement": float(np.mean(np.sign(a_s - 1) == np.sign(a_t - 1))),
+        "held_out_near_crossing": int(near.sum()),
+        "action_mae_near_crossing": float(np.mean(err[near])),
+        "teacher_crossing": center, "trees": student.n_trees, "max_depth": cfg.depth,
+        "offset": calib.offset if calib else 0.0}
+    if calib is not None:
+        stats["calibration"] = calib.summary()
     return student, stats
 
 
