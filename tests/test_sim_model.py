@@ -47,8 +47,10 @@ def test_mark_probability_matches_ecnconfig() -> None:
 def test_queue_growth_marking_and_tail_drop() -> None:
     topo = parse_topo("star,hosts=3", "paper")
     cfg = EcnConfig(20_000, 200_000, 0.5)
-    eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]), _line(telemetry_interval_s=1.0),
-                 ecn=cfg)
+    # (selective resending: its conservation law is checked below; go-back-N's receivers
+    # discard bytes, tests/test_sim_gobackn.py)
+    eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]),
+                 _line(telemetry_interval_s=1.0, loss_recovery="selective"), ecn=cfg)
     per_step = topo.scale.link_rate_bps * eng.dt / 8  # bytes each host sends per step
     buf = topo.scale.buffer_bytes
     qi = eng.fabric.port(("s1", 3))

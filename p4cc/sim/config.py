@@ -12,6 +12,7 @@ from p4cc.errors import ConfigError
 # the hosts' CNP interval (NVIDIA's 4 µs, REFERENCE §2), scaled by the scale's time factor
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
+from p4cc.sim.gobackn import check_mode
 
 #: Options of an experiment spec that need the real data plane.  Keys are the option
 #: names the runner passes; values say what the option does, for the refusal message.
@@ -63,6 +64,10 @@ class SimConfig:
         default=None, metadata={"help": "take RTT samples (Engine.rtt_last, host traces); "
                                         "None: when the CC uses delay or traces are on"})
     max_hops: int = field(default=8, metadata={"help": "longest path in switch egress queues"})
+    loss_recovery: str = field(
+        default="go-back-n", metadata={"help": "go-back-n (RoCE, p4cc's hosts, the papers' "
+                                       "ns-3: everything after a loss is sent again) | "
+                                       "selective (only the lost bytes)"})
 
     def __post_init__(self) -> None:
         for name in ("dt_s", "telemetry_interval_s", "cnp_interval_s", "rtt_probe_interval_s"):
@@ -72,6 +77,7 @@ class SimConfig:
         if self.cc not in ("dcqcn", "rlcc", "fixed", "line"):
             raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc, fixed or line, got "
                               f"{self.cc!r}")
+        check_mode(self.loss_recovery)
 
     # -- resolved values -------------------------------------------------------------
     def dt(self, scale: Scale) -> float:

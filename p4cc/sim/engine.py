@@ -12,7 +12,10 @@ One step of ``dt`` (docs/simulator.md has the full model):
    proportion to their bytes in the queue (fluid FIFO);
 5. the last hop's departures are delivered; the receiver (NP) sends a CNP with
    probability 1-exp(-marked packets) at most once per CNP interval; it arrives at the
-   sender one base RTT later, as do loss notices (lost bytes are sent again);
+   sender one base RTT later.  A loss notice (NAK) arrives after the queues now on the
+   flow's path and one base RTT; the sender goes back N (resends everything after the
+   first lost byte; p4cc.sim.gobackn) or, with ``loss_recovery="selective"``, resends
+   the lost bytes only;
 6. a flow whose last byte was delivered completes when the final ACK is back at the
    sender (as p4cc.hostcc and the papers time FCTs).
 
@@ -37,6 +40,14 @@ from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
+from p4cc.sim.gobackn import (
+    ahead_of_drop,
+    discard,
+    in_flight,
+    on_losses,
+    on_naks,
+    timeouts,
+)
 from p4cc.sim.kernel import fabric_step, warm_up
 from p4cc.sim.slots import SlotPool
 from p4cc.sim.telemetry import PortCounters
@@ -85,7 +96,9 @@ class Engine(SlotPool):
         self._cnp_gap = self.cnp_interval - 1e-12
         # flags: a feedback ring row may hold something (guards; exact values in fb_*)
         self._n_cnp = np.zeros(self.D, dtype=np.bool_)
-        self._n_lost = np.zeros(self.D, dtype=np.bool_)
+        self._n_lost = np.zeros(self.Dr, dtype=np.bool_)
+        self._gbn = cfg.loss_recovery == "go-back-n"
+        self._junk = False  # some flow has bytes in flight its receiver will discard
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
         self._partial: tuple[np.ndarray, np.ndarray] | None = None
         # RTT samples nobody reads (a CC without delay, no host traces) are not taken
@@ -164,7 +177,7 @@ class Engine(SlotPool):
             self.size[s] = self.remaining[s] = wire
             # complete within float rounding (sums of many fluid steps): 1 ppb of the size
             self.thr[s] = wire * (1 - 1e-9) - 1e-6
-            self._grp[:, s] = fresh  # delivered, sent, lost, retx, last_cnp, rtt_last
+            self._grp[:, s] = fresh  # p4cc.sim.slots.FRESH: delivered, sent, ...
             self.next_probe[s] = t
             self.cnps[s] = 0
             self.stop[s] = fl.stop_at[row]
@@ -196,7 +209,9 @@ class Engine(SlotPool):
             self._route(int(s), int(self.row[s]))
             if not np.array_equal(old, self.path[s]):
                 inflight = float(self.b[s].sum() + self.prev_dep[s].sum())
-                self.remaining[s] += inflight
+                # (junk is already counted in remaining: the rewind sends it again)
+                self.remaining[s] += max(0.0, inflight - self.junk[s])
+                self.junk[s] = 0.0
                 self.retx[s] += inflight
                 self.b[s] = self.prev_dep[s] = self.prev_mout[s] = 0.0
 
@@ -229,12 +244,20 @@ class Engine(SlotPool):
                 cc.on_cnp(t0, cnp & act)
                 cnp[:] = False
             self._n_cnp[r] = False
-        if self._n_lost[r]:
-            lost = self.fb_lost[r]
-            self.remaining += lost
+        rl = steps % self.Dr
+        if self._n_lost[rl]:
+            lost = self.fb_lost[rl]
+            if self._gbn:
+                idx = ((lost > 0) & act).nonzero()[0]
+                on_naks(idx, self.gbn_epsn, self.delivered, self.junk, self.remaining,
+                        self.size, self.retx, in_flight(self.b, self.prev_dep, idx),
+                        lost[idx])
+                self._junk = True
+            else:
+                self.remaining += lost
             cc.on_nack(t0, (lost > 0) & act)  # loss notices: the hosts' NAKs
             lost[:] = 0.0
-            self._n_lost[r] = False
+            self._n_lost[rl] = False
         k = steps % self.Dr
         if self._n_rtt[k]:
             rr = self.fb_rtt[k]
@@ -257,6 +280,7 @@ class Engine(SlotPool):
             self._partial = None
         c = self.counters
         send, dep, mout, q, q_new, dep_q, got_m, lost_f = out = self._out
+        before = self.delivered.copy() if self._junk else None
         # (and the NP's CNP draw on the marked bytes delivered)
         dropped, n_done, _ = fabric_step(
             rate, f8, self.remaining, self.sent, self.ok, self.stop, t0, self.thr, self.b,
@@ -273,13 +297,24 @@ class Engine(SlotPool):
         self._dep_q, self._q_new = dep_q, q_new
         self.prev_dep, self.prev_mout = dep, mout
         # losses
+        if before is not None:  # go-back-N: receivers drop what follows a gap
+            self._junk = discard(self.junk, self.delivered, before)
         if dropped:
             idx = (lost_f > 0).nonzero()[0]
-            when = (steps + self.dsteps[idx]) % self.D
+            self.lost += lost_f
+            if self._gbn:
+                fill = q_new / fab.buffer_bytes
+                idx = on_losses(idx, lost_f, self.junk, self.gbn_epsn, self.delivered,
+                                ahead_of_drop(self.b, self.prev_dep, self.path, fill, idx))
+            else:
+                self.retx += lost_f
+            # the receiver sees the gap when the flow's next bytes arrive: after the
+            # queues now on the path (the drop's queue is full), then the reverse path
+            qd = np.add.reduce((q_new / fab.rate_bps * 8.0)[self.path[idx]], axis=1)
+            late = self.dsteps[idx] + np.rint(qd / dt).astype(np.int64)
+            when = (steps + np.minimum(late, self.Dr - 1)) % self.Dr
             self.fb_lost[when, idx] += lost_f[idx]
             self._n_lost[when] = True
-            self.lost += lost_f
-            self.retx += lost_f
         # RTT probes every probe interval (several may be in flight, like per-ACK RTT
         # samples): RTT = base RTT + queueing delay now on the path; the answer comes
         # back that RTT later
@@ -303,6 +338,10 @@ class Engine(SlotPool):
             self._close_interval(t1)
 
     def _close_interval(self, t1: float) -> None:
+        if self._gbn:
+            timeouts(self.active, self.remaining, self.gbn_epsn, self.junk,
+                     self.b.sum(axis=1) + self.prev_dep.sum(axis=1), self.delivered,
+                     self.size, self.thr, self.retx)
         k = self.seen.nonzero()
         seen = np.column_stack([self.path[k], self.src_i[k[0]], self.row[k[0]],
                                 (self.sent[k[0]] >= self.elephant_bytes).astype(np.int64)])

@@ -135,6 +135,14 @@ class Fabric:
             self.pmax[i] = cfg.pmax_scaled / PMAX_ONE
             self._span[i] = max(self.kmax_pkts[i] - self.kmin_pkts[i], 1.0)
             self._slope[i] = self.pmax[i] / self._span[i]
+            if self.kmax_pkts[i] * pkt >= self.buffer_bytes[i]:
+                # A switch compares the depth a packet finds on arrival, at most one
+                # packet below the buffer (BMv2's enq_qdepth counts the packets already
+                # queued; a packet that finds the queue full is dropped), so a Kmax at
+                # the buffer is never reached: marking stays on the RED line up to Pmax.
+                # The fluid queue reaches the buffer itself when full and would mark
+                # everything there (the engine's rule before session 8).
+                self.kmax_pkts[i] = OFF
         self.ecn[key] = cfg
 
     def mark_probability(self, qdepth_bytes: np.ndarray) -> np.ndarray:

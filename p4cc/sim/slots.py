@@ -15,7 +15,9 @@ from p4cc.sim.telemetry import PortCounters
 
 #: Per-slot float values of a fresh flow (reset together at admission).
 FRESH = (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
-         ("last_cnp", -np.inf), ("rtt_last", np.nan))
+         ("last_cnp", -np.inf), ("rtt_last", np.nan),
+         # go-back-N (p4cc.sim.gobackn): ePSN of a pending gap, bytes to be discarded
+         ("gbn_epsn", np.nan), ("junk", 0.0))
 
 
 class SlotPool:
@@ -77,6 +79,8 @@ class SlotPool:
     stop: np.ndarray
     lost: np.ndarray
     retx: np.ndarray
+    gbn_epsn: np.ndarray  # receiver's expected byte at a pending gap (NaN: none)
+    junk: np.ndarray  # bytes in flight that the receiver will discard (go-back-N)
     _grp: np.ndarray
     _fresh: np.ndarray
     _ar: np.ndarray
@@ -135,7 +139,11 @@ class SlotPool:
                 new[:, :old] = a
             return new
         self.fb_cnp = grow_fb(g("fb_cnp"), False, np.bool_)
-        self.fb_lost = grow_fb(g("fb_lost"), 0.0, np.float64)
+        # loss notices wait for the queues behind the drop too: the RTT ring's length
+        fl = g("fb_lost")
+        self.fb_lost = np.zeros((self.Dr, cap))
+        if fl is not None:
+            self.fb_lost[:, :old] = fl
         rt, rg = g("fb_rtt"), g("fb_gen")
         rows = self.Dr if self._probes else 1  # (the RTT ring is only read with probes)
         self.fb_rtt = np.full((rows, cap), np.nan)
