@@ -39,6 +39,16 @@ def test_first_loss_opens_a_gap_later_losses_and_junk_drops_do_not() -> None:
     assert junk.tolist() == [0.0, 0.0, 10.0]
 
 
+def test_only_bytes_past_the_fullest_queue_are_ahead_of_the_drop() -> None:
+    # one flow over queues 0 -> 1 -> 2; queue 1 is full, so its drops were there
+    path = np.array([[0, 1, 2]])
+    fill = np.array([0.1, 1.0, 0.0])
+    b = np.array([[300.0, 500.0, 200.0]])  # queued at each hop
+    prev_dep = np.array([[40.0, 60.0, 0.0]])  # in transit to the next hop
+    got = gobackn.ahead_of_drop(b, prev_dep, path, fill, np.array([0]))
+    assert got.tolist() == [500.0 + 60.0 + 200.0]  # hop 0's bytes are behind the drop
+
+
 def test_nak_rewinds_and_turns_what_follows_the_gap_into_junk() -> None:
     idx = np.array([0, 1])
     epsn = np.array([1_500.0, 5_000.0])
