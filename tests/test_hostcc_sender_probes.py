@@ -145,21 +145,25 @@ def test_negative_probe_quiet_names_the_setting() -> None:
         SenderConfig(probe_quiet_s=-1.0)
 
 
-def test_rlcc_senders_default_to_a_probe_every_interval() -> None:
-    """`p4cc host send --cc rlcc` without --probe-quiet probes every interval (RL-CC
-    decides on the RTT); other CCs and an explicit value keep theirs."""
+def _sender_config(**over: Any) -> SenderConfig:
+    """``sender_config`` of ``p4cc host send`` arguments (the defaults, then ``over``)."""
     import argparse
 
     from p4cc.hostcc.cli_config import sender_config
     from p4cc.scale import Scale
 
-    base = dict(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
+    args = dict(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
                 probe_interval=0.064, rto=0.0, rto_max=0.0, rtt_window=1, ack_interval=None,
-                completions="", pad=False)
+                completions="", pad=False, cc="dcqcn", probe_quiet=None)
+    return sender_config(argparse.Namespace(**{**args, **over}), Scale())
+
+
+def test_rlcc_senders_default_to_a_probe_every_interval() -> None:
+    """`p4cc host send --cc rlcc` without --probe-quiet probes every interval (RL-CC
+    decides on the RTT); other CCs and an explicit value keep theirs."""
 
     def quiet(cc: str, q: float | None) -> float | None:
-        return sender_config(argparse.Namespace(**base, cc=cc, probe_quiet=q),
-                             Scale()).probe_quiet_s
+        return _sender_config(cc=cc, probe_quiet=q).probe_quiet_s
 
     assert quiet("rlcc", None) == quiet("rlcc:pi", None) == 0.0
     assert quiet("dcqcn", None) is None and quiet("rlcc", 0.2) == 0.2
@@ -183,17 +187,8 @@ def test_probe_cap_spreads_the_senders_probes_over_its_flows() -> None:
 
 
 def test_probe_cap_is_checked_and_reaches_the_sender_config() -> None:
-    import argparse
-
-    from p4cc.hostcc.cli_config import sender_config
-    from p4cc.scale import Scale
-
     with pytest.raises(ConfigError, match=r"probe_max_pps=-1.0 must be >= 0"):
         SenderConfig(probe_max_pps=-1.0)
     with pytest.raises(ConfigError, match="probe rate cap"):
         ProbeSchedule(IV, 0.0, max_pps=float("inf"))
-    args = argparse.Namespace(nic_rate=0.0, dev="", netns="", sport_base=0, pkt_bytes=0,
-                              probe_interval=0.064, rto=0.0, rto_max=0.0, rtt_window=1,
-                              ack_interval=None, completions="", pad=False, cc="rlcc",
-                              probe_quiet=None, probe_max_pps=31.25)
-    assert sender_config(args, Scale()).probe_max_pps == 31.25
+    assert _sender_config(cc="rlcc", probe_max_pps=31.25).probe_max_pps == 31.25
