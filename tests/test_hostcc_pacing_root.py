@@ -127,15 +127,27 @@ def rx_frame_bytes(rec: dict[str, Any]) -> int:
     return int(rec["rx_bytes"]) + int(rec["rx_pkts"]) * FRAME_OVERHEAD
 
 
+class Dip(Fixed):
+    """Test-only controller: ``bps``, but ``low`` b/s from run time ``t0`` to ``t1``."""
+
+    def __init__(self, bps: float, low: float, t0: float, t1: float) -> None:
+        super().__init__(bps)
+        self.low, self.t0, self.t1 = low, t0, t1
+
+    def rate_bps(self, t: float) -> float:
+        return self.low if self.t0 <= t < self.t1 else self.bps
+
+
 def start_pair(net: Net, rates: list[float], size: int, drop: float = 0.0,
-               link_rate_bps: float | None = None) -> tuple[Receiver, Sender]:
+               link_rate_bps: float | None = None,
+               ctl: Callable[[float], Fixed] = Fixed, **sender: Any) -> tuple[Receiver, Sender]:
     rx = Receiver(ReceiverConfig(drop_prob=drop, seed=3, nack_interval_s=0.005),
                   netns=net.b).start()
     specs = [FlowSpec(RX_IP, size) for _ in rates]
     it = iter(rates)
-    tx = Sender(specs, lambda _s: Fixed(next(it)),
+    tx = Sender(specs, lambda _s: ctl(next(it)),
                 SenderConfig(dev=net.va, netns=net.a, rto_s=0.05, probe_interval_s=0.01,
-                             link_rate_bps=link_rate_bps)).start()
+                             link_rate_bps=link_rate_bps, **sender)).start()
     return rx, tx
 
 
@@ -196,6 +208,45 @@ def test_link_rate_caps_the_sum_and_shares_it(net: Net) -> None:
     total = sum(got.values())
     assert abs(total - 6e6) / 6e6 < 0.1, f"sum {total:.0f} b/s on a 6 Mb/s link cap"
     assert max(got.values()) / min(got.values()) < 1.2, got
+
+
+@pytest.mark.parametrize("debt_s", [0.01, 0.0])
+def test_rate_increase_after_a_near_zero_rate(net: Net, debt_s: float) -> None:
+    """A 4 Mb/s flow is cut to 2.6 kb/s at 0.3 s and hands HTB a 1000-B packet, then its
+    rate is back at 4 Mb/s from 0.6 s (CHAMELEON's tuning runs, docs/results.md).  With
+    the HTB ceiling floor (max_token_debt_s 0.01, the default) the flow sends at ~4 Mb/s
+    from then on; with it off (0) HTB keeps that packet's 1-s token debt at the low
+    ceiling and the flow sends nothing until ~1.3 s: the premise of the floor, checked
+    on this kernel."""
+    ctl = lambda bps: Dip(bps, 2.6e3, 0.3, 0.6)  # noqa: E731
+    rx, tx = start_pair(net, [4e6], 10_000_000, link_rate_bps=5e6, ctl=ctl,
+                        max_token_debt_s=debt_s)
+    try:
+        assert wait_for(lambda: len(rx.records()) == 1, 5.0), "first packet never arrived"
+        assert wait_for(lambda: time.monotonic() - tx.t0 >= 0.65, 5.0)
+        (got,) = measure(rx, 0.0, 0.5).values()
+    finally:
+        tx.stop()
+        rx.stop()
+    assert tx.error is None
+    if debt_s:
+        assert got > 0.8 * 4e6, f"{got:.0f} b/s in the 0.5 s after the rate rose to 4 Mb/s"
+    else:
+        assert got < 0.2 * 4e6, f"{got:.0f} b/s: HTB no longer keeps the token debt?"
+
+
+def test_rate_below_the_htb_floor_is_paced_in_userspace(net: Net) -> None:
+    """300 kb/s is below the 800-kb/s HTB ceiling floor of 1000-B packets: the sender
+    paces it, one packet at a time, within 5 %; the class's ceiling is set once."""
+    rx, tx = start_pair(net, [3e5], 10_000_000, link_rate_bps=5e6)
+    try:
+        assert wait_for(lambda: len(rx.records()) == 1, 5.0)
+        (got,) = measure(rx, 0.3, 3.0).values()
+    finally:
+        tx.stop()
+        rx.stop()
+    assert abs(got - 3e5) / 3e5 < 0.05, f"paced {got:.0f} b/s for 300 kb/s"
+    assert tx.error is None and tx.pacer_stats["applied"] == 0, tx.pacer_stats
 
 
 def test_flow_completes_under_one_percent_loss(net: Net) -> None:

@@ -78,8 +78,10 @@ def test_ack_rtt_samples_exclude_the_host_queue(veth: None) -> None:
     rx = Receiver(ReceiverConfig(), netns=NS_B).start()
     try:
         tx = Sender([FlowSpec("10.78.0.2", 40_000)], lambda _s: ctl,
+                    # 200 kb/s is below the HTB ceiling floor: max_token_debt_s=0 lets
+                    # HTB pace (and queue) it, which is what this test is about
                     SenderConfig(dev=DEV_A, netns=NS_A, probe_interval_s=10.0,
-                                 ack_interval_s=0.001)).start()
+                                 ack_interval_s=0.001, max_token_debt_s=0.0)).start()
         assert tx.wait(15.0)
         tx.stop()
     finally:

@@ -19,6 +19,13 @@ unshaped veth (docs/emulation.md).
     filter u32  prio 1 UDP dport 4791 and BTH opcode 0xC0          -> cc:1
     filter u32  prio 2 UDP sport <flow port>, dport 4791           -> cc:N
 
+HTB charges each frame against its class's ceiling at the ceiling in force and keeps
+the debt in time units; ``tc class change`` does not reset it (Linux
+net/sched/sch_htb.c: htb_accnt_ctokens, htb_change_class).  A 1000-B frame charged at
+8 kb/s blocks its class for a second, whatever its new ceiling.  ``ceil_floor_bps``
+keeps every ceiling at or above a rate whose frame costs little; the sender paces
+slower flows in userspace (``SenderConfig.max_token_debt_s``).
+
 HTB counts the whole frame (Ethernet header included), so a class at R bit/s puts R
 bit/s of frames on the wire.  All netlink traffic happens on one background thread:
 ``set_rate`` only records the latest wanted rate per class and wakes the thread, which
@@ -79,13 +86,22 @@ class PacerConfig:
     netns: str | None = field(default=None, metadata={"help": "named netns of the device"})
     major: int = field(default=0xCC, metadata={"help": "HTB handle major number"})
     ctrl_rate_bps: float = field(default=1e9, metadata={"help": "rate of the probe class"})
-    min_rate_bps: float = field(default=8e3, metadata={"help": "lowest rate ever set"})
+    min_rate_bps: float = field(
+        default=8e3, metadata={"help": "lowest rate ever set (and a flow class's guaranteed "
+                               "rate under the link class)"})
+    ceil_floor_bps: float = field(
+        default=0.0,
+        metadata={"help": "lowest ceiling of a flow class: HTB charges each frame at the "
+                  "ceiling in force and does not forgive that debt when the ceiling rises, "
+                  "so the owner paces slower flows itself (SenderConfig.max_token_debt_s)"})
     mtu: int = field(default=1600, metadata={"help": "largest frame (bytes)"})
     burst_s: float = field(default=1e-3, metadata={"help": "HTB burst = mtu + rate × this"})
     link_rate_bps: float | None = field(
         default=None, metadata={"help": "cap the flows' sum at this rate (the NIC's)"})
 
     def __post_init__(self) -> None:
+        if not 0 <= self.ceil_floor_bps < float("inf"):
+            raise ConfigError(f"ceil_floor_bps={self.ceil_floor_bps} must be >= 0")
         if self.link_rate_bps is not None and not self.link_rate_bps > 0:
             raise ConfigError(f"link_rate_bps={self.link_rate_bps} must be > 0 (or None)")
         if not self.dev:
@@ -103,6 +119,7 @@ class PacerStats:
     requested: int = 0
     applied: int = 0
     coalesced: int = 0
+    unchanged: int = 0
     errors: int = 0
     last_apply_s: float = 0.0
     max_apply_s: float = 0.0
@@ -122,6 +139,7 @@ class HtbPacer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._classes: dict[int, int] = {}  # sport -> classid
+        self._wanted: dict[int, float] = {}  # classid -> latest rate requested (clamped)
         self._next_minor = FIRST_FLOW_MINOR
         self._ipr: Any = None
         self._index = 0
@@ -140,15 +158,27 @@ class HtbPacer:
         result: int = self._call(lambda: self._add_flow(sport, rate_bps))
         return result
 
+    @property
+    def floor_bps(self) -> float:
+        """The lowest rate a flow class is ever set to; below it the owner must pace."""
+        return max(self.cfg.min_rate_bps, self.cfg.ceil_floor_bps)
+
     def set_rate(self, sport: int, rate_bps: float) -> None:
+        """Ask for a flow's new rate (clamped to :attr:`floor_bps`); a rate equal to the
+        one last asked for costs no netlink call."""
         classid = self._classes.get(sport)
         if classid is None:
             raise ConfigError(f"no pacing class for UDP source port {sport}; add_flow first")
+        bps = max(rate_bps, self.floor_bps)
         with self._lock:
             self.stats.requested += 1
+            if self._wanted.get(classid) == bps:
+                self.stats.unchanged += 1
+                return
+            self._wanted[classid] = bps
             if classid in self._pending:
                 self.stats.coalesced += 1
-            self._pending[classid] = max(rate_bps, self.cfg.min_rate_bps)
+            self._pending[classid] = bps
         self._wake.set()
 
     def close(self) -> None:
@@ -293,7 +323,10 @@ class HtbPacer:
                             "flows in one sender; split the schedule over several senders")
         classid = self._root | self._next_minor
         self._next_minor += 1
-        self._class("add-class", classid, max(rate_bps, self.cfg.min_rate_bps))
+        bps = max(rate_bps, self.floor_bps)
+        self._class("add-class", classid, bps)
+        with self._lock:
+            self._wanted[classid] = bps
         self._ipr.tc("add-filter", "u32", self._index, parent=self._root, prio=2,
                      protocol=ETH_P_IP, target=classid,
                      keys=[f"0x{sport:04x}{ROCE_PORT:04x}/0xffffffff+20"])

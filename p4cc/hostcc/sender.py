@@ -8,7 +8,8 @@ Pacing is either an HTB class per flow (``dev`` set: the qdisc holds the socket'
 packets until it transmits them; the sender keeps at most ``host_queue_bytes`` queued
 per flow, read with ``SIOCOUTQ``, and ``SO_SNDBUF`` is bounded, so sends back-pressure
 while probes always find room in the socket) or, without a device, a userspace send
-schedule (tests, unprivileged use). The controller's rate is the frame rate on the wire
+schedule (tests, unprivileged use); a flow slower than the pacer's floor uses that
+schedule through its class (p4cc.hostcc.send_paths). The controller's rate is the frame rate on the wire
 (Ethernet header included, as HTB counts it). With HTB, packets timed for an RTT sample
 carry a request for the kernel's software TX timestamp (read off the socket's error
 queue in send order: p4cc.hostcc.rtt_samples.TxStamps), so the RTT the controller gets
@@ -17,11 +18,9 @@ from their ACKs excludes the wait in the flow's HTB class.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import select
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
@@ -34,17 +33,17 @@ from p4cc.hostcc import wire
 from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
-from p4cc.hostcc.rtt_samples import TX_STAMP, ProbeSchedule, TxStamps, kernel_time
+from p4cc.hostcc.rtt_samples import ProbeSchedule, TxStamps, kernel_time
+from p4cc.hostcc.send_paths import SendPaths
 from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
 
 log = logging.getLogger(__name__)
 
-SIOCOUTQ = 0x5411  # bytes held by an unsent/untransmitted socket queue (linux/sockios.h)
 ControllerFactory = Callable[[FlowSpec], RateController]
 
 
-class Sender:
+class Sender(SendPaths):
     """Run ``specs``; ``wait`` for completion, ``records`` for the FCT records.
 
     ``start`` runs the flows in a thread of its own.  A caller with its own event loop
@@ -160,8 +159,11 @@ class Sender:
             self._traces = RecordWriter(self.out_dir / "trace.csv", TRACE_FIELDS)
             self._fcts = RecordWriter(self.out_dir / "fct.csv", FCT_FIELDS, flush_every=1)
         if self.cfg.dev:
+            debt = self.cfg.max_token_debt_s
+            floor = (self.cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / debt if debt > 0 else 0.0
             self._pacer = HtbPacer(PacerConfig(dev=self.cfg.dev, netns=self.cfg.netns,
-                                               link_rate_bps=self.cfg.link_rate_bps))
+                                               link_rate_bps=self.cfg.link_rate_bps,
+                                               ceil_floor_bps=floor))
             self._pacer.start()
         self._cpu0 = time.thread_time()
         self.t0 = time.monotonic()
@@ -275,6 +277,11 @@ class Sender:
             return min(wake, flow.last_progress_t + flow.rto())
         if self._pacer is None:
             return min(wake, self._send_user(flow, sock, st, rate, t))
+        if rate < self._pacer.floor_bps:  # HTB holds the floor; the rate is kept here
+            if not st.get("gated"):
+                st["gated"], st["next_send"] = 1.0, t
+            return min(wake, self._send_user(flow, sock, st, rate, t, queued=True))
+        st["gated"] = 0.0
         if not self._send_paced(flow, sock, t, rate):
             gap = (cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / rate
             wake = min(wake, t + min(max(gap / 2, 2e-4), 5e-3))
@@ -323,62 +330,3 @@ class Sender:
             now = time.monotonic() - self.t0
             rx = kernel_time(anc, self.t0)  # the reply's kernel RX time, if stamped
             flow.on_datagram(buf, now if rx is None else min(now, rx), time.time_ns())
-
-    def _send(self, sock: socket.socket, buf: bytes,
-              cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:
-        try:
-            if cmsg:
-                sock.sendmsg([buf], cmsg)
-            else:
-                sock.send(buf)
-            return True
-        except BlockingIOError:
-            return False
-        except ConnectionRefusedError:
-            self.icmp_errors += 1
-            return False
-
-    def _send_paced(self, flow: Flow, sock: socket.socket, t: float, rate: float) -> bool:
-        """Keep a few ms of packets queued in the flow's HTB class; False when full.
-
-        A timed packet (an RTT sample) asks the kernel for its software TX timestamp,
-        taken when it leaves the qdisc for the device (:class:`TxStamps`)."""
-        cfg = self.cfg
-        # skb truesize is ~2.3x a 1000-B datagram; 2.5x errs on the generous side
-        pkts = rate * cfg.host_queue_s / (8.0 * cfg.pkt_bytes)
-        limit = max(cfg.host_queue_bytes, int(2.5 * cfg.pkt_bytes * pkts))
-        for _ in range(64):
-            if not flow.has_data():
-                return True
-            outq = struct.unpack("i", fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0\0\0\0"))[0]
-            if outq >= limit:
-                return False
-            buf = flow.next_datagram(t)
-            stamp = flow.times_next() and self._stamps.on(flow.id)
-            if not self._send(sock, buf, TX_STAMP if stamp else None):
-                return False
-            if stamp:
-                self._stamps.sent(flow.id, flow.snd_nxt)
-            flow.sent(t, len(buf), departs_now=False)
-        return True
-
-    def _send_user(self, flow: Flow, sock: socket.socket, st: dict[str, float], rate: float,
-                   t: float) -> float:
-        """Userspace pacing: send what is due, return when the next packet is.  A rate
-        increase shortens the wait already scheduled (at RL-CC's floor, 400 b/s on the
-        testbed, the gap between packets is 20 s: the flow would sit it out)."""
-        paced = st.get("user_bps", rate)
-        if rate > paced and st["next_send"] > t:
-            st["next_send"] = t + (st["next_send"] - t) * paced / rate
-        st["user_bps"] = rate
-        for _ in range(64):
-            if not flow.has_data() or t < st["next_send"]:
-                break
-            buf = flow.next_datagram(t)
-            if not self._send(sock, buf):
-                break
-            flow.sent(t, len(buf))
-            gap = (len(buf) + wire.IP_UDP_LEN + wire.ETH_LEN) * 8.0 / rate
-            st["next_send"] = max(st["next_send"] + gap, t - 2 * gap)
-        return st["next_send"] if flow.has_data() else t + 0.005
-

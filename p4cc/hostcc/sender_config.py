@@ -47,6 +47,13 @@ class SenderConfig:
         default=0.5, metadata={"help": "RTO cap (RTO = min(max(2·srtt, rto_s)·2^k, this))"})
     link_rate_bps: float | None = field(
         default=None, metadata={"help": "with dev: cap the flows' sum at the host link rate"})
+    max_token_debt_s: float = field(
+        default=0.01,
+        metadata={"help": "with dev: HTB charges a frame at its class's ceiling and keeps "
+                  "the debt when `tc class change` raises the ceiling, so a flow cut to a "
+                  "few kb/s stalls for up to a second after a rate increase; a flow slower "
+                  "than one data frame per this many seconds is paced in userspace instead, "
+                  "its HTB ceiling held at that rate (0: off, HTB paces every rate)"})
     ack_every: int = field(default=16, metadata={"help": "AckReq every N data packets"})
     ack_interval_s: float | None = field(
         default=None,
@@ -74,6 +81,8 @@ class SenderConfig:
             raise ConfigError(f"ack_interval_s={self.ack_interval_s} must be >= 0 (0: off)")
         if self.probe_quiet_s is not None and not 0 <= self.probe_quiet_s < float("inf"):
             raise ConfigError(f"probe_quiet_s={self.probe_quiet_s} must be >= 0 (0: off)")
+        if not 0 <= self.max_token_debt_s < float("inf"):
+            raise ConfigError(f"max_token_debt_s={self.max_token_debt_s} must be >= 0 (0: off)")
         if not 0 <= self.probe_max_pps < float("inf"):
             raise ConfigError(f"probe_max_pps={self.probe_max_pps} must be >= 0 (0: no cap)")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):
