@@ -193,3 +193,20 @@ def test_host_costs_rig_measures_positive_costs() -> None:
     assert hc["recv_us_per_pkt"] > 0
     assert hc["rate_change_us"] > 0
     assert 0 <= hc["send_idle_cpu"] < 0.5
+
+
+def test_every_seed_of_a_spec_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each seed draws its own schedule: the default experiment's seed 6 (89 flows,
+    ~0.74 CPU-s/s) against seed 1 (57 flows, ~0.59).  On a machine whose budget lies
+    between them (S7's costs on one core: 0.7) seed 1 alone is admitted and the spec
+    with seeds 1 and 6 is refused naming seed 6; before, the first seed stood for all."""
+    from dataclasses import replace
+
+    from p4cc.experiment.bmv2.limits import check_budget
+
+    one_core = replace(S7, cores=1)
+    monkeypatch.setattr(budget, "load", lambda build=None: one_core)
+    doc = _doc(DATA_DIR / "testbed.yaml")
+    check_budget(parse_spec({**doc, "seeds": [1, 2]}))
+    with pytest.raises(ConfigError, match=r"^seed 6: the spec needs ~0\.7"):
+        check_budget(parse_spec({**doc, "seeds": [1, 6]}))
