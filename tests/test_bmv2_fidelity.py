@@ -76,6 +76,20 @@ def test_large_packets_are_caught_by_the_byte_rate() -> None:
     assert "the rate assumes 1000 B" in reason and "(+49." in reason
 
 
+def test_small_packets_count_by_the_link_time_they_took() -> None:
+    """ACKs and CNPs (mean packet 541 B) are 46 % short of the slot the queue serves them
+    in.  A port serving them at its packet rate lost 46 % of its byte rate: caught.  A
+    port that served 4 of them in 0.5 s after a queue had drained (a CHAMELEON tuning
+    run, session 9: depth 8.7 packets at enqueue) lost 4 x 0.46 slots of 156: not."""
+    busy = _judge(_tele(pps=1250, pkt=541))
+    assert busy.checks["byte_rate"]["violations"] == 40 and not busy.faithful
+    quiet = _judge(_tele(pps=8, pkt=541, depth_pkts=8.7, iv=0.5))
+    assert quiet.checks["byte_rate"]["checked"] == 40
+    assert quiet.checks["byte_rate"]["violations"] == 0
+    half = _judge(_tele(pps=625, pkt=700))  # half busy, 30 % short: 15 % of the link
+    assert half.checks["byte_rate"]["violations"] == 40
+
+
 def test_one_glitch_is_tolerated_a_pattern_is_not() -> None:
     ok = _tele(n=100)
     ok.loc[50, "tx_pkts"] = 200

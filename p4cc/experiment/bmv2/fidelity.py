@@ -17,9 +17,11 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
                 reads far apart).  Records without sojourn times are judged on the
                 served rate alone (``tx_pkts / interval`` within ``port_rate``).
 ``byte_rate``   the same port's bytes per packet served within ``byte_rate`` of
-                ``Scale.pkt_bytes``: BMv2 serves packets/s, so a link is only ``rate``
-                for packets of that size; at its packet rate a port serving a mix of
-                larger or smaller packets serves a byte rate other than the link's.
+                ``Scale.pkt_bytes``, weighted by the fraction of its packet rate it
+                served (the link time the mix gained or lost): BMv2 serves packets/s, so
+                a link is only ``rate`` for packets of that size; at its packet rate a
+                port serving a mix of larger or smaller packets serves a byte rate other
+                than the link's.
 ``switch_cpu``  each switch process's threads waited on a run queue (schedstat run
                 delay, summed over threads) at most ``switch_wait`` packet times (of its
                 fastest port) per packet it received, per sampling window: a switch that
@@ -147,10 +149,16 @@ def port_checks(tele: pd.DataFrame, port_rate_bps: Mapping[tuple[str, int], floa
             pr.append({"t_s": float(r.t_s), "interval_s": iv, "check": "port_rate",
                        "where": where, "reason": why})
         # bytes at the served packet rate: the packet mix, separately from the pps check
-        # (a port short of packets/s is short of bytes/s too; that is reported once)
+        # (a port short of packets/s is short of bytes/s too; that is reported once).
+        # The error is the link time the mix gained or lost: each packet took one slot
+        # where the link would have taken its bytes' time, i.e. the per-packet deviation
+        # times the fraction of the interval the port spent serving; a port at its
+        # packet rate keeps the whole deviation, a nearly idle one (a few ACKs and CNPs
+        # after a burst had drained) loses next to nothing.
         bps = float(r.tx_bps)
         mean_pkt = bps / 8.0 / served if served > 0 else float(pkt_bytes)
-        if abs(mean_pkt / pkt_bytes - 1) > tol.byte_rate:
+        busy = min(served / pps, 1.0)
+        if abs(mean_pkt / pkt_bytes - 1) * busy > tol.byte_rate:
             at_rate = pps * mean_pkt * 8.0
             br.append({"t_s": float(r.t_s), "interval_s": iv, "check": "byte_rate",
                        "where": where,
