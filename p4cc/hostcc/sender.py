@@ -9,11 +9,11 @@ packets until it transmits them; the sender keeps at most ``host_queue_bytes`` q
 per flow, read with ``SIOCOUTQ``, and ``SO_SNDBUF`` is bounded, so sends back-pressure
 while probes always find room in the socket) or, without a device, a userspace send
 schedule (tests, unprivileged use); a flow slower than the pacer's floor uses that
-schedule through its class (p4cc.hostcc.send_paths). The controller's rate is the frame rate on the wire
-(Ethernet header included, as HTB counts it). With HTB, packets timed for an RTT sample
-carry a request for the kernel's software TX timestamp (read off the socket's error
-queue in send order: p4cc.hostcc.rtt_samples.TxStamps), so the RTT the controller gets
-from their ACKs excludes the wait in the flow's HTB class.
+schedule through its class (p4cc.hostcc.send_paths). The controller's rate is the frame
+rate on the wire (Ethernet header included, as HTB counts it). With HTB, packets timed
+for an RTT sample carry a request for the kernel's software TX timestamp (read off the
+socket's error queue in send order: p4cc.hostcc.rtt_samples.TxStamps), so the RTT the
+controller gets from their ACKs excludes the wait in the flow's HTB class.
 """
 
 from __future__ import annotations
