@@ -37,6 +37,15 @@ log = logging.getLogger(__name__)
 PAPER_ELEPHANT_BYTES = 1_000_000
 #: ecn_config is keyed by (egress_port, qid); p4cc uses one queue per port.
 QID = 0
+#: int_watchlist actions (p4src/include/int_source.p4): INT with a report to the
+#: control plane at the sink, or the summary for the receiver only.
+INT_WATCH_REPORT = "int_source"
+INT_WATCH_SUMMARY = "int_source_summary"
+
+
+def int_watch_action(report: bool) -> str:
+    """The int_watchlist action of a watch with (True) or without an INT report."""
+    return INT_WATCH_REPORT if report else INT_WATCH_SUMMARY
 
 
 @dataclass(frozen=True)
@@ -170,14 +179,18 @@ class SwitchControl:
     def add_int_watch(self, src: str | None = None, dst: str | None = None,
                       proto: int | None = None, dport: int | None = None,
                       max_hops: int = INT_MAX_HOPS,
-                      priority: int = 1) -> None:
-        """Make UDP flows matching the given fields (None = any) carry INT."""
+                      priority: int = 1, report: bool = True) -> None:
+        """Make UDP flows matching the given fields (None = any) carry INT.
+
+        ``report``: the sink also sends every such packet to the control plane as an INT
+        report (``int_source``); False: summary only, for the receiving host's CC
+        (``int_source_summary``: no clone, no PacketIn; docs/dataplane.md "INT")."""
         wanted = (("src_addr", src, 0xFFFFFFFF), ("dst_addr", dst, 0xFFFFFFFF),
                   ("protocol", proto, 0xFF), ("dport", dport, 0xFFFF))
         match: dict[str, Any] = {self._watch_field(tail): (value, mask)
                                  for tail, value, mask in wanted if value is not None}
-        self.p4rt.insert_entry("int_watchlist", match, "int_source", {"max_hops": max_hops},
-                               priority=priority)
+        self.p4rt.insert_entry("int_watchlist", match, int_watch_action(report),
+                               {"max_hops": max_hops}, priority=priority)
 
     def _watch_field(self, tail: str) -> str:
         """Full name of the int_watchlist key ending in ``tail`` (e.g. meta.l4_dport)."""

@@ -145,7 +145,8 @@ class IntMetadata(Packet):
     fields_desc = [  # noqa: RUF012 (Scapy API)
         BitField("version", INT_VERSION, 4),
         BitField("e", 0, 1),  # a switch could not push: max hops reached
-        BitField("rsvd0", 0, 3),
+        BitField("no_report", 0, 1),  # summary-only watch: the sink clones no report
+        BitField("rsvd0", 0, 2),
         FieldLenField("hop_count", None, count_of="hops", fmt="B"),
         ByteField("max_hops", INT_MAX_HOPS),
         ByteField("hop_words", INT_HOP_WORDS),

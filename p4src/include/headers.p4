@@ -144,7 +144,9 @@ header int_shim_t {
 header int_md_t {
     bit<4>  version;        // INT_VERSION
     bit<1>  e;              // set when a switch could not push (max hops reached)
-    bit<3>  rsvd0;
+    bit<1>  no_report;      // summary-only watch (int_source_summary): the sink writes the
+                            // summary but clones no INT report; 0 on packets built by hosts
+    bit<2>  rsvd0;
     bit<8>  hop_count;      // hop records present
     bit<8>  max_hops;       // limit set by the source (<= INT_MAX_HOPS)
     bit<8>  hop_words;      // INT_HOP_WORDS
@@ -223,6 +225,7 @@ struct metadata_t {
     /* INT source decision (ingress) -> egress */
     bit<1>      int_source;
     bit<8>      int_max_hops;
+    bit<1>      int_no_report;   // int_source_summary: copied into int_md.no_report
     /* Egress queue id, the second key of ecn_config.  v1model's standard_metadata_t
      * has no qid, and p4c (1.2.4) emits @alias only for standard_metadata, so BMv2's
      * queueing_metadata.qid is not reachable.  Ingress set_nhop (the last action on the

@@ -5,7 +5,8 @@
  * Every switch (the source included): push a 24-byte hop record at the front of the
  *   stack unless md.hop_count has reached md.max_hops (then md.e = 1).
  * Sink (egress port in int_sink): E2E-clone the packet to INT_REPORT_SESSION (the
- *   control plane points it at CPU_PORT) as the INT report, then strip the INT stack
+ *   control plane points it at CPU_PORT) as the INT report -- unless its metadata says
+ *   no_report (a summary-only watch, int_source_summary) -- then strip the INT stack
  *   from the original and insert the 8-byte summary; DSCP becomes DSCP_INT_SUMMARY.
  *
  * Target quirk that shapes the sink (BMv2 simple_switch.cpp, egress_thread): an egress
@@ -69,6 +70,7 @@ control IntEgress(inout headers_t hdr,
         hdr.int_md.setValid();
         hdr.int_md.version = INT_VERSION;
         hdr.int_md.e = 0;
+        hdr.int_md.no_report = meta.int_no_report;
         hdr.int_md.rsvd0 = 0;
         hdr.int_md.hop_count = 0;
         hdr.int_md.max_hops = meta.int_max_hops;
@@ -149,8 +151,12 @@ control IntEgress(inout headers_t hdr,
                 }
             }
 
-            save_for_report();
-            clone_preserving_field_list(CloneType.E2E, INT_REPORT_SESSION, INT_REPORT_FL);
+            /* Summary-only packets skip the save and the clone (one condition more
+             * for INT packets at the sink; no flag, no `return`). */
+            if (hdr.int_md.no_report == 0) {
+                save_for_report();
+                clone_preserving_field_list(CloneType.E2E, INT_REPORT_SESSION, INT_REPORT_FL);
+            }
 
             /* Strip: shim + metadata + hop_count records out, summary in. */
             bit<16> int_bytes = INT_SHIM_MD_BYTES +
@@ -198,6 +204,7 @@ control IntReport(inout headers_t hdr,
         hdr.int_md.setValid();
         hdr.int_md.version = INT_VERSION;
         hdr.int_md.e = INT_SAVED_E;
+        hdr.int_md.no_report = 0;   // only packets without no_report are cloned
         hdr.int_md.rsvd0 = 0;
         hdr.int_md.hop_count = INT_SAVED_HOP_COUNT;
         hdr.int_md.max_hops = INT_SAVED_MAX_HOPS;

@@ -5,6 +5,12 @@
  * that are not INT already (DSCP neither DSCP_INT nor DSCP_INT_SUMMARY) are candidates;
  * the shim/metadata headers are inserted in egress (int.p4), where the first hop record
  * is pushed, so that a packet dropped in the queue never carries half an INT stack.
+ *
+ * Two actions, chosen per entry: int_source (the sink reports the packet to the control
+ * plane AND writes the summary for the receiver) and int_source_summary (summary only:
+ * the packet's INT metadata says no_report, so the sink clones nothing).  A report costs
+ * the sink switch a clone, a second egress pass and a PacketIn, and the controller a
+ * decode per packet; the summary is what hosts' CC reads (docs/dataplane.md "INT").
  */
 #ifndef P4CC_INT_SOURCE_P4
 #define P4CC_INT_SOURCE_P4
@@ -20,6 +26,13 @@ control IntSource(inout headers_t hdr,
         meta.int_max_hops = (max_hops > INT_MAX_HOPS_B) ? INT_MAX_HOPS_B : max_hops;
     }
 
+    /* As int_source, and the sink writes only the summary (no report clone); the flag
+     * travels in int_md.no_report, since the sink may be another switch. */
+    action int_source_summary(bit<8> max_hops) {
+        int_source(max_hops);
+        meta.int_no_report = 1;
+    }
+
     table int_watchlist {
         key = {
             hdr.ipv4.src_addr: ternary;
@@ -27,7 +40,7 @@ control IntSource(inout headers_t hdr,
             hdr.ipv4.protocol: ternary;
             meta.l4_dport:     ternary;
         }
-        actions = { int_source; NoAction; }
+        actions = { int_source; int_source_summary; NoAction; }
         default_action = NoAction();
         size = 64;
     }

@@ -21,16 +21,14 @@ from typing import Any
 
 import pandas as pd
 
-from p4cc.constants import ROCE_PORT
 from p4cc.experiment import chameleon_bmv2
 from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.backend import Progress, RunSink
-from p4cc.experiment.bmv2 import collect
+from p4cc.experiment.bmv2 import collect, int_watch
 from p4cc.experiment.bmv2 import control as ctlmod
 from p4cc.experiment.bmv2 import verdict as verdictmod
 from p4cc.experiment.bmv2.launch import HostProcesses
 from p4cc.experiment.bmv2.limits import (
-    INT_SOURCES,
     MAX_HOSTS,
     MAX_SWITCHES,
     SWITCH_NICE,
@@ -49,8 +47,6 @@ log = logging.getLogger(__name__)
 
 #: the main loop wakes this often (run clock) to start events and drain records
 TICK_S = 0.1
-#: IP protocol number of UDP (IANA), the transport of p4cc's flows (INT watch)
-UDP_PROTO = 17
 
 
 class Bmv2Backend:
@@ -106,6 +102,8 @@ class _Run:
         self.t0_epoch = 0.0
         self.runner_cpu_t0 = 0.0  # time.process_time() at t0 (the budget check)
         self.host_cpu: list[dict[str, Any]] = []
+        #: the hosts' CC reads the INT queue depth (set with the INT watch)
+        self.qdepth_cc = False
 
     def now(self) -> float:
         """Run time (seconds since t0); 0 before the traffic's t0 is set."""
@@ -166,18 +164,20 @@ class _Run:
         self.session.open()
         for line in ctlmod.prioritise_switches(self.fabric, self.topo, SWITCH_NICE):
             self.sink.log(line)
-        if "int" in self.spec.outputs:
-            self._watch_int()
+        self._watch_int()
 
     def _watch_int(self) -> None:
+        """INT reports for the first INT_SOURCES sources if the spec asks for ``int``;
+        with a CC that reads the INT queue depth, every other source summary-only
+        (p4cc.experiment.bmv2.int_watch)."""
         assert self.session is not None
-        sources = list(dict.fromkeys(str(s) for s in self.schedule.loc[
-            self.schedule["cls"] != "bulk", "src"]))[:INT_SOURCES]
-        for src in sources:
-            ip = self.topo.host(src).ip
-            for ctl in self.session.controls.values():
-                ctl.add_int_watch(src=ip, proto=UDP_PROTO, dport=ROCE_PORT)
-        self.sink.log(f"bmv2: INT on the p4cc flows of {sources}")
+        self.qdepth_cc = int_watch.host_cc_reads_qdepth(self.spec.host_cc, self.topo)
+        plan = int_watch.watch_plan(self.topo, self.schedule,
+                                    reports="int" in self.spec.outputs,
+                                    qdepth_cc=self.qdepth_cc)
+        int_watch.install(plan, self.session.controls)
+        if plan:
+            self.sink.log(int_watch.describe(plan))
 
     def _start_control_at_t0(self) -> None:
         """Build the INT collectors (imports: Scapy takes ~1 s), wait for t0, start them
@@ -278,7 +278,7 @@ class _Run:
         import json
 
         from p4cc.experiment.bmv2 import budget
-        from p4cc.experiment.bmv2.limits import run_probe_s
+        from p4cc.experiment.bmv2.limits import run_int_watch, run_probe_s
 
         dur = min(self.now(), float(self.spec.duration_s)) if self.t0_mono else 0.0
         used = budget.measured(self.records.kept_cpu, self.host_cpu,
@@ -286,12 +286,23 @@ class _Run:
         cmp = budget.comparison(self.topo, self.schedule, float(self.spec.duration_s),
                                 float(self.spec.interval_s), used,
                                 host_cc=self.spec.host_cc,
-                                probe_s=run_probe_s(self.spec.host_cc, self.topo, self.schedule))
+                                probe_s=run_probe_s(self.spec.host_cc, self.topo, self.schedule),
+                                int_watch=run_int_watch(self.spec, self.topo, self.schedule))
         (self.root / "budget.json").write_text(json.dumps(cmp, indent=1, default=float))
         self.sink.log(f"bmv2: used {used['cpu_s_per_s']:.2f} CPU-s/s (switches "
                       f"{used['switch_cpu_s']:.1f} s, hosts {used['host_cpu_s']:.1f} s, runner "
                       f"{used['runner_cpu_s']:.1f} s); the budget predicted "
                       f"{cmp['predicted_cpu_s_per_s']:.2f} of {cmp['budget_cpu_s_per_s']:.2f}")
+
+    def _int_coverage(self, hosts: HostProcesses) -> None:
+        """int_coverage.json and a log line; a warning when a flow ran on the RTT."""
+        import json
+
+        cov = int_watch.coverage(self.hosts_dir, list(hosts.senders))
+        (self.root / "int_coverage.json").write_text(json.dumps(cov.to_json(), indent=1))
+        self.sink.log(f"bmv2: {cov.summary()}")
+        if not cov.ok:
+            log.warning("bmv2 run %s: %s", self.root, cov.summary())
 
     def _stop_hosts(self, hosts: HostProcesses) -> list[str]:
         problems = hosts.save_qdisc_stats()
@@ -317,6 +328,8 @@ class _Run:
         self.sink.flows(flows)
         for rows in traces:
             self.sink.hostcc(rows)
+        if self.qdepth_cc:  # a flow that fell back to the RTT must not pass unnoticed
+            self._int_coverage(hosts)
         table, bulk_flows = collect.bulk_records(hosts.bulk, hosts.bulk_rows)
         if table:
             self.sink.table("bulk", table)

@@ -35,6 +35,7 @@ import json
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,20 @@ HOST_SEND_IDLE_CPU = 0.022
 HOST_RECV_IDLE_CPU = 0.0
 HOST_RECV_US_PER_PKT = 60.8
 HOST_RATE_CHANGE_US = 1244.0
+#: INT on the switch, beyond a packet without it (the calibration's switch_us_per_pkt
+#: forwards packets without INT): simple_switch_grpc's own CPU per forwarded packet on
+#: one switch that is source and sink, p4cc.p4 with 1000-B UDP frames at 1000 and 2000
+#: pps, off / summary-only / with report alternating, 5 repetitions, medians
+#: (2026-11-25 01:05 UTC, load 7-9; /work/scratch/s9/int4/int_cpu.py): off 183.5 / 165.0
+#: µs, summary-only 256.7 / 210.0, report 662.6 / 485.5.  Per INT packet +45-73 µs
+#: (mean 59); a reported one a further +275-406 (mean 340: save, clone, the clone's
+#: egress pass, the PacketIn).  Charged at every switch of the path (a transit switch
+#: only pushes a record: an upper bound there).
+SWITCH_INT_US_PER_PKT = 59.0
+SWITCH_REPORT_US_PER_PKT = 340.0
+#: the runner decodes each INT report (Scapy, ~0.1-0.2 ms: p4cc.experiment.bmv2.limits;
+#: not measured apart)
+RUNNER_REPORT_CPU_S = 150e-6
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,9 @@ class Calibration:
     host_send_flow_cpu: dict[str, float] = field(
         default_factory=lambda: dict(HOST_SEND_FLOW_CPU))
     host_rate_change_us: float = HOST_RATE_CHANGE_US  # one HTB rate change (netlink)
+    #: a switch's extra µs per packet carrying INT / per packet it reports (clone)
+    switch_int_us_per_pkt: float = SWITCH_INT_US_PER_PKT
+    switch_report_us_per_pkt: float = SWITCH_REPORT_US_PER_PKT
 
     @property
     def calibrated(self) -> bool:
@@ -121,14 +139,18 @@ class Calibration:
         return {
             "switches": (len(d.switch_pps) * SWITCH_IDLE_FACTOR * self.switch_idle_cpu
                          + sum(d.switch_pps.values()) * SWITCH_PKT_FACTOR
-                         * self.switch_us_per_pkt * 1e-6),
+                         * self.switch_us_per_pkt * 1e-6
+                         + (sum(d.int_pps.values()) * self.switch_int_us_per_pkt
+                            + d.report_pps * self.switch_report_us_per_pkt)
+                         * SWITCH_PKT_FACTOR * 1e-6),
             "senders": (d.send_procs * self.host_send_idle_cpu
                         + d.data_pps * send_us * 1e-6 + d.active_flows * flow_cpu
                         + d.cnp_pps * cnp_us * 1e-6),
             "receivers": (d.recv_procs * self.host_recv_idle_cpu
                           + (d.data_pps + d.reverse_pps) * self.host_recv_us_per_pkt * 1e-6),
             "runner": (d.polls_per_s * RUNNER_POLL_CPU_S
-                       + (d.send_procs + d.recv_procs) * RUNNER_HOST_PROC_CPU),
+                       + (d.send_procs + d.recv_procs) * RUNNER_HOST_PROC_CPU
+                       + d.report_pps * RUNNER_REPORT_CPU_S),
         }
 
     def per_cc(self, table: dict[str, float], defaults: dict[str, float], cc: str) -> float:
@@ -239,12 +261,14 @@ def _advice(d: Demand, parts: dict[str, float], cal: Calibration) -> str:
 
 def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
           cal: Calibration | None = None, host_cc: str = "dcqcn",
-          probe_s: float | None = None) -> Demand:
+          probe_s: float | None = None, int_watch: Mapping[str, bool] | None = None
+          ) -> Demand:
     """ConfigError if the spec needs more than this machine's budget, naming the part
-    of the machine that needs the most and what to change (``host_cc``, ``probe_s``:
-    the hosts' CC and RTT probe interval, budget_demand.demand)."""
+    of the machine that needs the most and what to change (``host_cc``, ``probe_s``,
+    ``int_watch``: the hosts' CC, RTT probe interval and INT watch,
+    budget_demand.demand)."""
     cal = cal or load()
-    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s)
+    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s, int_watch)
     parts = terms(d, cal)
     need = sum(parts.values())
     budget = UTIL_CAP * cal.cores
@@ -290,12 +314,13 @@ def measured(switch_cpu: list[dict[str, Any]], host_cpu: list[dict[str, Any]],
 
 def comparison(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
                used: dict[str, float], cal: Calibration | None = None,
-               host_cc: str = "dcqcn", probe_s: float | None = None) -> dict[str, Any]:
+               host_cc: str = "dcqcn", probe_s: float | None = None,
+               int_watch: Mapping[str, bool] | None = None) -> dict[str, Any]:
     """The budget's prediction for a run beside what it used (``budget.json``): a run
     that used far more than predicted means the calibration underestimates this
     machine's cost and the budget admits too much."""
     cal = cal or load()
-    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s)
+    d = demand(topo, schedule, duration_s, interval_s, host_cc, probe_s, int_watch)
     parts = terms(d, cal)
     predicted = sum(parts.values())
     return {"predicted_cpu_s_per_s": predicted, "budget_cpu_s_per_s": UTIL_CAP * cal.cores,

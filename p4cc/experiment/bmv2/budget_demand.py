@@ -13,6 +13,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ class Demand:
     cnp_pps: float = 0.0  # CNPs the senders receive
     reverse_pps: float = 0.0  # CNPs + ACKs + probes (each crosses the switches too)
     switches: tuple[str, ...] = field(default=())
+    #: packets carrying INT each switch forwards (watched flows' data and probes)
+    int_pps: dict[str, float] = field(default_factory=dict)
+    report_pps: float = 0.0  # of those, reported by their sink (clone + PacketIn)
 
     def cpu(self, cal: Any) -> float:
         """CPU-seconds per second of run time under ``cal`` (a budget.Calibration)."""
@@ -182,14 +186,19 @@ DEFAULT_PROBE_RTTS = 4.0
 
 
 def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s: float,
-           host_cc: str = "dcqcn", probe_s: float | None = None) -> Demand:
+           host_cc: str = "dcqcn", probe_s: float | None = None,
+           int_watch: Mapping[str, bool] | None = None) -> Demand:
     """What the spec asks (module doc); ``probe_s``: the hosts' RTT probe interval per
-    flow (the backend's limits.probe_interval_s; default 4 base RTTs)."""
+    flow (the backend's limits.probe_interval_s; default 4 base RTTs); ``int_watch``:
+    source hosts whose sized flows carry INT -> with reports (the backend's
+    int_watch.watch_plan): their data packets and probes carry INT through every switch
+    of their path, and a reported one is cloned to the controller at the last."""
     scale = topo.scale
     dur = max(duration_s, 1e-9)
     flows = _flows(topo, schedule, duration_s)
     nic = {h.name: scale.pps(topo.link_at(h.name, 0).rate_bps) for h in topo.hosts}
     fluid(flows, nic, duration_s)  # no host sends or receives more than its link carries
+    flows_all = flows  # in schedule order (which rows are sized flows)
     flows = [f for f in flows if f.active_s > 0]
     rlcc = host_cc.partition(":")[0] == "rlcc"
     probe = probe_s if probe_s else DEFAULT_PROBE_RTTS * scale.base_rtt_s
@@ -199,13 +208,24 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
         1.0 / (RLCC_ACK_INTERVALS * decision_interval_s(scale)) if rlcc else 0.0)
     sw: dict[str, float] = {s.name: 0.0 for s in topo.switches}
     host: dict[str, float] = dict.fromkeys(nic, 0.0)
-    data = rev = cnp = 0.0
-    for f in flows:
+    int_sw: dict[str, float] = {}
+    watch = dict(int_watch or {})
+    data = rev = cnp = reports = 0.0
+    sized = [str(c) != "bulk" for c in schedule["cls"]]  # _flows' order
+    for f, is_sized in zip(flows_all, sized, strict=True):
+        if f.active_s <= 0:
+            continue
         pps = f.sent / dur
         cnps = CNP_SHARE * f.shared / dur
         back = pps * acks_per_pkt + cnps + f.active_s / dur * per_flow_s
+        # INT rides the flow's data packets and its probes (UDP to 4791), not the reverse
+        int_pps = pps + f.active_s / dur / probe if is_sized and f.src in watch else 0.0
         for s in switch_path(topo, f.src, f.dst):
             sw[s] += pps + back
+            if int_pps:
+                int_sw[s] = int_sw.get(s, 0.0) + int_pps
+        if int_pps and watch[f.src]:
+            reports += int_pps
         host[f.src] += pps
         host[f.dst] += pps
         data += pps
@@ -215,4 +235,5 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
                   send_procs=len({f.src for f in flows}),
                   recv_procs=len({f.dst for f in flows}), data_pps=data,
                   active_flows=sum(f.active_s for f in flows) / dur, cnp_pps=cnp,
-                  reverse_pps=rev, switches=tuple(s.name for s in topo.switches))
+                  reverse_pps=rev, switches=tuple(s.name for s in topo.switches),
+                  int_pps=int_sw, report_pps=reports)
