@@ -22,6 +22,8 @@ queue at 256 and 1,536 flows (docs/hostcc-cc.md "Distilled trees").  Also option
 off by default (session 8, docs/learning.md "Distillation into ≤ 10 trees"): monotone
 constraints per feature, and a constant output offset calibrated on the closed loop at
 validation incasts (:mod:`p4cc.learn.rlcc_distill_calib`, needs the teacher's file).
+Opt-in since session 9: DAgger rounds on the student's own rollouts
+(:mod:`p4cc.learn.rlcc_distill_dagger`, ``dagger_*``; docs/learning.md).
 """
 
 from __future__ import annotations
@@ -38,10 +40,12 @@ import pandas as pd
 from p4cc.errors import ConfigError
 from p4cc.hostcc import rlcc, rlcc_rule
 from p4cc.hostcc.rlcc_policies import MlpPolicy
-from p4cc.hostcc.rlcc_policy_base import BOUNDED_M, PolicyState
+from p4cc.hostcc.rlcc_policy_base import BOUNDED_M, Policy, PolicyState
 from p4cc.hostcc.rlcc_trees import TreePolicy, load_tree_policy
+from p4cc.learn import rlcc_distill_dagger as D
 from p4cc.learn.rlcc_adpg import AdpgConfig, Episode
 from p4cc.learn.rlcc_distill_calib import VALIDATION_NS
+from p4cc.learn.rlcc_distill_dagger import Mixture
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
 from p4cc.sim.config import SimConfig
@@ -99,8 +103,27 @@ class DistillConfig:
         "help": "the offset is searched in [−span, span] (units of the pre-tanh output)"})
     calibrate_steps: int = field(default=4, metadata={
         "help": "bisection steps of the offset search (resolution span / 2^steps)"})
+    dagger_rounds: int = field(default=0, metadata={
+        "help": "DAgger rounds after the first fit (p4cc.learn.rlcc_distill_dagger): roll "
+                "out the student (mixed with the teacher, dagger_beta), label the states "
+                "it visits with the teacher's output, add them to the data, refit.  0 "
+                "(default): off, the paper's distillation on the teacher's rollouts only"})
+    dagger_beta: float = field(default=0.0, metadata={
+        "help": "DAgger mixture: in round i the executed action is the teacher's with "
+                "probability dagger_beta^i per decision and flow, else the student's "
+                "(0: the student alone from round 1 on)"})
+    dagger_episodes: int = field(default=1, metadata={
+        "help": "DAgger: episodes per scenario set per round (the scenario_sets, rtts)"})
+    dagger_large: tuple[int, ...] = field(default=(), metadata={
+        "help": "DAgger: large N→1 incasts also rolled out by the mixture each round "
+                "(large_rtts base RTTs, large_keep of the decisions kept)"})
+    dagger_weight: float = field(default=1.0, metadata={
+        "help": "DAgger: sample weight of the student-visited states (the teacher's "
+                "rollouts weigh 1; times the operating weights if weight_width > 0)"})
 
     def __post_init__(self) -> None:
+        for name in ("large", "dagger_large"):  # ``--set large=128,512`` parses as text
+            object.__setattr__(self, name, tuple(int(n) for n in getattr(self, name)))
         if not (1 <= self.trees <= MAX_TREES and 1 <= self.depth <= MAX_DEPTH):
             raise ConfigError(f"trees={self.trees}, depth={self.depth}: the device allows "
                               f"≤ {MAX_TREES} trees of depth ≤ {MAX_DEPTH}")
@@ -110,6 +133,11 @@ class DistillConfig:
                 or not self.calibrate_ns or any(n < 1 for n in self.calibrate_ns):
             raise ConfigError("calibrate_span > 0, calibrate_steps >= 0, calibrate_rtts >= 2, "
                               "calibrate_ns: one or more N >= 1")
+        if self.dagger_rounds < 0 or not 0.0 <= self.dagger_beta <= 1.0 \
+                or self.dagger_episodes < 0 or self.dagger_weight <= 0 \
+                or any(n < 1 for n in self.dagger_large):
+            raise ConfigError("dagger_rounds >= 0, dagger_beta in [0, 1], dagger_episodes "
+                              ">= 0, dagger_weight > 0, dagger_large: N >= 1")
 
 
 def teacher_y(action: np.ndarray) -> np.ndarray:
@@ -127,7 +155,7 @@ class _Jitter:
 
     name = "distill-jitter"
 
-    def __init__(self, inner: MlpPolicy, sigma: float, rng: np.random.Generator) -> None:
+    def __init__(self, inner: Policy, sigma: float, rng: np.random.Generator) -> None:
         self.inner, self.sigma, self.rng = inner, sigma, rng
 
     def initial_state(self, n: int) -> PolicyState:
@@ -139,14 +167,16 @@ class _Jitter:
         return np.clip(a, 1.0 / (1.0 + BOUNDED_M), 1.0 + BOUNDED_M), new
 
 
-def gather(teacher: MlpPolicy, seed: int = 7, episodes: int = 2, rtts: int = 2048,
-           scenario_sets: tuple[tuple[int, ...], ...] = ((2, 4, 8), (16, 32)),
-           noise: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def gather(teacher: MlpPolicy, seed: int | tuple[int, ...] = 7, episodes: int = 2,
+           rtts: int = 2048, scenario_sets: tuple[tuple[int, ...], ...] = ((2, 4, 8), (16, 32)),
+           noise: float = 0.0, actor: Policy | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(features, teacher y) of every decision of the teacher's rollouts (``noise``: σ of
-    :class:`_Jitter` on the executed action, 0: none)."""
+    :class:`_Jitter` on the executed action, 0: none; ``actor``: roll out this policy
+    instead, e.g. DAgger's mixture, still labelled by the teacher)."""
     rng = np.random.default_rng(seed)
     xs, ys = [], []
-    actor = _Jitter(teacher, noise, rng) if noise > 0 else teacher
+    if actor is None:
+        actor = _Jitter(teacher, noise, rng) if noise > 0 else teacher
     for scen in scenario_sets:
         cfg = AdpgConfig(scenarios=scen, copies=1, episode_rtts=rtts)
         for _ in range(episodes):
@@ -165,7 +195,7 @@ class _Sampler:
 
     name = "distill-sampler"
 
-    def __init__(self, inner: MlpPolicy | _Jitter, keep: float,
+    def __init__(self, inner: Policy, keep: float,
                  rng: np.random.Generator) -> None:
         self.inner, self.keep, self.rng = inner, keep, rng
         self.rows: list[np.ndarray] = []
@@ -180,7 +210,7 @@ class _Sampler:
         return self.inner.act(obs, state)
 
 
-def incast_states(teacher: MlpPolicy, n: int, rtts: int, keep: float,
+def incast_states(teacher: MlpPolicy | Mixture, n: int, rtts: int, keep: float,
                   rng: np.random.Generator, start_rate_min: float = 0.02,
                   noise: float = 0.0) -> np.ndarray:
     """Features of a random ``keep`` fraction of the teacher's decisions on one N→1
@@ -302,13 +332,37 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
     x, y = gather_all(teacher, cfg)
     center = teacher_crossing(teacher)
     rng = np.random.default_rng(cfg.seed)
-    test = rng.random(len(y)) < 0.2
-    w = (operating_weights(x, center, cfg.weight_width, cfg.weight_gain)[~test]
-         if cfg.weight_width > 0 and cfg.weight_gain > 0 else None)
-    model = fit(x[~test], y[~test], cfg.trees, cfg.depth, cfg.learning_rate, weight=w,
-                min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
-                lambda_l2=cfg.lambda_l2, monotone=cfg.monotone)
-    doc = to_p4cc_trees(model, teacher.window)
+    data = D.Aggregate(x, y, operating_weights(x, center, cfg.weight_width, cfg.weight_gain),
+                       rng.random(len(y)) < 0.2, np.zeros(len(y), dtype=np.int64))
+    docs: list[dict[str, Any]] = []
+
+    def refit(d: D.Aggregate) -> TreePolicy:
+        train = ~d.test
+        w = d.w[train]
+        model = fit(d.x[train], d.y[train], cfg.trees, cfg.depth, cfg.learning_rate,
+                    weight=None if np.all(w == 1.0) else w,
+                    min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
+                    lambda_l2=cfg.lambda_l2, monotone=cfg.monotone)
+        docs.append(to_p4cc_trees(model, teacher.window))
+        out.write_text(json.dumps(docs[-1]) + "\n")
+        return load_tree_policy(out)
+
+    vrng = np.random.default_rng([cfg.seed, 4])
+
+    def visit(actor: Mixture, i: int) -> np.ndarray:
+        xs = [gather(teacher, (cfg.seed, 2, i), cfg.dagger_episodes, cfg.rtts,
+                     cfg.scenario_sets, actor=actor)[0]] if cfg.dagger_episodes else []
+        xs += [incast_states(actor, n, cfg.large_rtts, cfg.large_keep, vrng)
+               for n in cfg.dagger_large]
+        return np.concatenate(xs) if xs else np.zeros((0, 2 * teacher.window))
+
+    def weigh(xn: np.ndarray) -> np.ndarray:
+        return cfg.dagger_weight * operating_weights(xn, center, cfg.weight_width,
+                                                     cfg.weight_gain)
+
+    D.run(data, cfg.dagger_rounds, cfg.dagger_beta, refit, visit,
+          lambda xn: label(teacher, xn), weigh, np.random.default_rng([cfg.seed, 3]), teacher)
+    x, y, test, doc = data.x, data.y, data.test, docs[-1]
     calib = None
     if teacher_file is not None and cfg.calibrate:
         from p4cc.learn import rlcc_distill_calib as C
@@ -332,6 +386,8 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
         "action_mae_near_crossing": float(np.mean(err[near])),
         "teacher_crossing": center, "trees": student.n_trees, "max_depth": cfg.depth,
         "offset": calib.offset if calib else 0.0}
+    if data.history:
+        stats["dagger"] = data.history
     if calib is not None:
         stats["calibration"] = calib.summary()
     return student, stats
