@@ -201,3 +201,45 @@ def test_train_env_features_use_the_configured_scaling() -> None:
                                   env.scale.buffer_bytes, True, env.incast_norm, scaling)
                          for k in env.keys])
         np.testing.assert_allclose(obs[:, -8:], want, rtol=1e-6)
+
+
+def test_factored_head_sums_component_logits_and_exports_as_a_plain_layer() -> None:
+    """actor_head = 'factored': logit(Kmin n, Kmax m, Pmax j) = a_n + b_m + c_j; the
+    exported 900-row layer gives the deployed numpy agent the same logits."""
+    from p4cc.controlplane.agents.mlp import forward
+
+    m = pet.head_expansion(PET_TEMPLATE)
+    assert m.shape == (900, 40) and torch.all(m.sum(1) == 3)
+    h = torch.randn(40)
+    for a in (0, 19, 20, 457, 899):
+        kmin_n, kmax_n, pmax = PET_TEMPLATE.decode(a)
+        j = PET_TEMPLATE.pmax_values.index(pmax)
+        want = h[kmin_n] + h[10 + kmax_n] + h[20 + j]
+        assert (m[a] @ h).item() == pytest.approx(want.item(), abs=1e-5)
+    torch.manual_seed(4)
+    actor = pet.make_actor(pet.PetConfig(actor_head="factored"), 24)
+    assert isinstance(actor, pet.FactoredActor) and actor.trunk.sizes[-1] == 40
+    with torch.no_grad():  # a non-trivial last layer (the init's logits are ~0)
+        actor.trunk.weights[-1].normal_()
+        actor.trunk.biases[-1].normal_()
+    x = np.random.default_rng(0).random((50, 24)).astype(np.float32)
+    with torch.no_grad():
+        want_t = actor(torch.as_tensor(x)[None])[0].numpy()
+    got = forward(actor.layers(0), x)
+    assert got.shape == (50, 900)
+    np.testing.assert_allclose(got, want_t, rtol=1e-4, atol=1e-4)
+    two = actor.replicate(2)
+    np.testing.assert_allclose(forward(two.layers(1), x), got, rtol=1e-4, atol=1e-4)
+    with pytest.raises(Exception, match="actor_head"):
+        pet.PetConfig(actor_head="tree")
+
+
+def test_factored_head_trains_and_deploys(tmp_path: Path) -> None:
+    env = EnvConfig(topo="star,hosts=3", intervals=20, scenarios=("websearch",),
+                    load=(0.6, 0.6))
+    cfg = pet.PetConfig(seed=2, steps=40, env=env, rollout=20, actor_head="factored")
+    res = pet.train(cfg, tmp_path, progress=False, command=["p4cc", "train", "pet"])
+    side = json.loads(res["sidecar"].read_text())
+    assert side["meta"]["actor_head"] == "factored"
+    agent = LearnedAgent("pet", get_scale("testbed"), res["checkpoint"])
+    assert agent.nets["main"][-1][0].shape[0] == 900

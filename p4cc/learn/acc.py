@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import ACC_TEMPLATE, ActionTemplate
+from p4cc.errors import ConfigError
 from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, from_agents, per_agent
 from p4cc.learn.replay import Batch, ReplayMemory
@@ -69,6 +70,11 @@ class AccConfig:
     online_decay_steps: int = field(default=50, metadata={"help": "T of the online decay"})
     log_every: int = field(default=100, metadata={"help": "intervals per curve row"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
+    explore_hold: int = field(default=1, metadata={
+        "help": "intervals a port keeps an exploratory (random) action; 1: ε-greedy per "
+                "interval (Alg. 1 line 4).  > 1 lets the queue respond to the setting "
+                "before its reward is read (docs/learning.md, session 9); the share of "
+                "exploring intervals stays ε"})
     learn_idle: bool = field(default=False, metadata={
         "help": "learn from idle ports too (no queue, no traffic: every action earns the "
                 "same reward); default weight 0, as idle queues skip inference (§4.2)"})
@@ -128,13 +134,47 @@ def online_epsilon(t: int, cfg: AccConfig) -> float:
     return cfg.online_eps * cfg.online_decay ** (t / cfg.online_decay_steps)
 
 
-def select_actions(qnet: GroupMLP, obs: np.ndarray, eps: float, n_actions: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """ε-greedy on argmax_a Q(S, a) (Alg. 1 line 4), one action per agent."""
+class Hold:
+    """Exploration with held actions (``explore_hold`` = k): a port that starts exploring
+    keeps one random action for k intervals.  A start is drawn with probability
+    p = ε / (k(1 - ε) + ε), so that the long-run share of exploring intervals,
+    pk / (pk + 1 - p), is ε; k = 1 is plain ε-greedy."""
+
+    def __init__(self, n_agents: int, k: int) -> None:
+        if k < 1:
+            raise ConfigError(f"explore_hold must be >= 1, got {k}")
+        self.k = k
+        self.act = np.zeros(n_agents, np.int64)
+        self.left = np.zeros(n_agents, np.int64)  # intervals the held action still runs
+
+    def start_probability(self, eps: float) -> float:
+        return eps / (self.k * (1.0 - eps) + eps)
+
+    def choose(self, greedy: np.ndarray, eps: float, n_actions: int,
+               rng: np.random.Generator) -> np.ndarray:
+        start = (self.left == 0) & (rng.random(len(greedy)) < self.start_probability(eps))
+        self.act[start] = rng.integers(0, n_actions, int(start.sum()))
+        self.left[start] = self.k
+        out = np.where(self.left > 0, self.act, greedy)
+        self.left = np.maximum(self.left - 1, 0)
+        return out
+
+
+def greedy_actions(qnet: GroupMLP, obs: np.ndarray) -> np.ndarray:
+    """argmax_a Q(S, a), one action per agent."""
     with torch.no_grad():
         x = per_agent(torch.as_tensor(obs, dtype=torch.float32)[:, None], qnet.groups)
         q = from_agents(qnet(x), len(obs), qnet.groups)[:, 0]
-    greedy = q.argmax(-1).numpy()
+    return q.argmax(-1).numpy()
+
+
+def select_actions(qnet: GroupMLP, obs: np.ndarray, eps: float, n_actions: int,
+                   rng: np.random.Generator, hold: Hold | None = None) -> np.ndarray:
+    """ε-greedy on argmax_a Q(S, a) (Alg. 1 line 4), one action per agent; with ``hold``
+    exploratory actions are kept for ``hold.k`` intervals."""
+    greedy = greedy_actions(qnet, obs)
+    if hold is not None:
+        return hold.choose(greedy, eps, n_actions, rng)
     explore = rng.random(len(obs)) < eps
     return np.where(explore, rng.integers(0, n_actions, len(obs)), greedy)
 
@@ -151,9 +191,10 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
     losses: list[float] = []
     rewards: list[float] = []
     grad_steps = 0
+    hold = Hold(env.n_agents, cfg.explore_hold) if cfg.explore_hold > 1 else None
     for t in range(steps):
         eps = offline_epsilon(t, cfg) if phase == "offline" else online_epsilon(t, cfg)
-        act = select_actions(qnet, obs, eps, env.template.n_actions, rng)
+        act = select_actions(qnet, obs, eps, env.template.n_actions, rng, hold)
         next_obs, _, _, trunc, info = env.step(act)
         r = info["agent_rewards"]
         w = None if cfg.learn_idle else busy(obs, env.n_feat).astype(np.float32)

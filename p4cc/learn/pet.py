@@ -9,8 +9,10 @@ eq. (11) (clip 0.2), value loss eq. (12), actor / critic Adam at 4e-4 / 1e-3 (§
 exploration decaying as ε·0.99^(t/T), T = 50 (eq. 13), offline pre-training then
 online incremental training (§4.4).  No replay memory, no parameter exchange: every
 agent learns from its own trajectory (§4.3.1).  The NCM's expiry of stale state runs in
-the deployed agent (p4cc.controlplane.agents.state.History).  Choices the paper leaves
-open and readings that differ are in docs/learning.md.
+the deployed agent (p4cc.controlplane.agents.state.History).  The actor's output layer
+is one logit per action or, opt-in (``actor_head = "factored"``), the sum of a Kmin, a
+Kmax and a Pmax logit (PET gives no architecture).  Choices the paper leaves open and
+readings that differ are in docs/learning.md.
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ import torch
 
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import PET_TEMPLATE, ActionTemplate
+from p4cc.errors import ConfigError
 from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, per_agent
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
+
+ACTOR_HEADS = ("joint", "factored")
 
 
 @dataclass(frozen=True)
@@ -75,11 +80,72 @@ class PetConfig:
     extra_features: bool = field(default=True, metadata={
         "help": "state = ACC's four + incast degree and mice/elephant ratio (§4.2.1); "
                 "false: ACC's four only (the ablation of issue 9)"})
+    actor_head: str = field(default="joint", metadata={
+        "help": "actor's output layer: 'joint' (one logit per action, 900) or 'factored' "
+                "(logit = a(Kmin) + b(Kmax) + c(Pmax), 10 + 10 + 20 outputs expanded to "
+                "the 900 actions; PET gives no architecture; exported as a 900-row layer)"})
+
+    def __post_init__(self) -> None:
+        if self.actor_head not in ACTOR_HEADS:
+            raise ConfigError(f"actor_head must be one of {ACTOR_HEADS}, got "
+                              f"{self.actor_head!r}")
 
 
 def _features(cfg: PetConfig) -> str:
     """The env's feature set: PET's eight, or ACC's six for the ablation."""
     return "pet" if cfg.extra_features else "acc"
+
+
+# -- the actor: one logit per action, or a sum of per-component logits ------------------
+def head_expansion(template: ActionTemplate) -> torch.Tensor:
+    """The 0/1 matrix M (actions × (levels + levels + Pmax values)) with logits = M·h:
+    action (Kmin n, Kmax m, Pmax j) sums outputs n, levels + m and 2·levels + j."""
+    n, pm = template.n_levels, len(template.pmax_values)
+    m = torch.zeros(template.n_actions, 2 * n + pm)
+    for a in range(template.n_actions):
+        kmin_n, kmax_n, _ = template.decode(a)
+        m[a, kmin_n] = m[a, n + kmax_n] = m[a, 2 * n + a % pm] = 1.0
+    return m
+
+
+class FactoredActor(torch.nn.Module):
+    """A GroupMLP with one output per Kmin level, Kmax level and Pmax value; the action's
+    logit is the sum of its three.  The softmax is over the template's actions, so the
+    policy, its ε mixing and the losses are the joint actor's; every action's logit
+    shares the weights of its components (40 outputs learn from every sample instead
+    of 900).  Linear in the last layer, so it exports as a plain 900-row layer."""
+
+    trunk: GroupMLP
+    expand: torch.Tensor
+
+    def __init__(self, trunk: GroupMLP, expand: torch.Tensor) -> None:
+        super().__init__()
+        self.trunk, self.groups = trunk, trunk.groups
+        self.register_buffer("expand", expand)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.trunk(x) @ self.expand.T
+
+    def replicate(self, groups: int) -> FactoredActor:
+        return FactoredActor(self.trunk.replicate(groups), self.expand)
+
+    def layers(self, group: int = 0) -> Layers:
+        """The trunk's layers with the last one expanded: W = M·W_h, b = M·b_h."""
+        out = self.trunk.layers(group)
+        w, b = out[-1]
+        m = self.expand.numpy().astype(np.float32)
+        return [*out[:-1], (m @ w, m @ b)]
+
+
+Actor = GroupMLP | FactoredActor
+
+
+def make_actor(cfg: PetConfig, d: int) -> Actor:
+    """The offline actor (G = 1), small initial logits (near-uniform policy)."""
+    if cfg.actor_head == "factored":
+        m = head_expansion(cfg.template)
+        return FactoredActor(GroupMLP(1, (d, *cfg.hidden, m.shape[1]), out_gain=0.01), m)
+    return GroupMLP(1, (d, *cfg.hidden, cfg.template.n_actions), out_gain=0.01)
 
 
 # -- exploration (eq. 13) and the behaviour policy ---------------------------------------
@@ -143,7 +209,7 @@ def value_loss(v: torch.Tensor, ret: torch.Tensor) -> torch.Tensor:
     return ((v - ret) ** 2).mean()
 
 
-def update(actor: GroupMLP, critic: GroupMLP, opt_a: torch.optim.Optimizer,
+def update(actor: Actor, critic: GroupMLP, opt_a: torch.optim.Optimizer,
            opt_c: torch.optim.Optimizer, b: dict[str, torch.Tensor], cfg: PetConfig,
            gen: torch.Generator) -> tuple[float, float]:
     """Algorithm 1 lines 8-12: N epochs of minibatch Adam on eq. (11) (actor) and
@@ -173,7 +239,7 @@ def update(actor: GroupMLP, critic: GroupMLP, opt_a: torch.optim.Optimizer,
 
 
 # -- rollouts and one phase -------------------------------------------------------------
-def act(actor: GroupMLP, obs: np.ndarray, eps: float, gen: torch.Generator
+def act(actor: Actor, obs: np.ndarray, eps: float, gen: torch.Generator
         ) -> tuple[np.ndarray, np.ndarray]:
     """Sample one action per agent from the ε-mixed policy; returns (actions, log-probs)."""
     with torch.no_grad():
@@ -214,7 +280,7 @@ def rollout_batch(arr: dict[str, np.ndarray], critic: GroupMLP, groups: int,
     return out
 
 
-def run_phase(cfg: PetConfig, env: TrainEnv, actor: GroupMLP, critic: GroupMLP, steps: int,
+def run_phase(cfg: PetConfig, env: TrainEnv, actor: Actor, critic: GroupMLP, steps: int,
               phase: str, curves: Curves, rng: np.random.Generator, gen: torch.Generator,
               progress: Progress, step0: int = 0) -> None:
     opt_a = torch.optim.Adam(actor.parameters(), lr=cfg.lr_actor)
@@ -247,8 +313,8 @@ def run_phase(cfg: PetConfig, env: TrainEnv, actor: GroupMLP, critic: GroupMLP, 
                    entropy=ent, scenario=env.scenario)
 
 
-def export(cfg: PetConfig, env: TrainEnv, actor: GroupMLP) -> tuple[dict[str, Layers],
-                                                                   dict[str, Any]]:
+def export(cfg: PetConfig, env: TrainEnv, actor: Actor) -> tuple[dict[str, Layers],
+                                                                dict[str, Any]]:
     """The actor only (the critic is not needed to act): ``main`` and per-port copies."""
     nets: dict[str, Layers] = {"main": actor.layers(0)}
     if actor.groups > 1:
@@ -257,7 +323,8 @@ def export(cfg: PetConfig, env: TrainEnv, actor: GroupMLP) -> tuple[dict[str, La
     meta = {"algo": "pet", "template": cfg.template.to_dict(), "history": env.history,
             "n_feat": env.n_feat, "hidden": list(cfg.hidden), "incast_norm": env.incast_norm,
             "q_unit_paper_bytes": cfg.q_unit_paper_bytes, "q_guard": cfg.q_guard,
-            "feature_scaling": cfg.env.feature_scaling, "trained_on": env.describe()}
+            "feature_scaling": cfg.env.feature_scaling, "actor_head": cfg.actor_head,
+            "trained_on": env.describe()}
     return nets, meta
 
 
@@ -271,7 +338,7 @@ def train(cfg: PetConfig, out_dir: Path, progress: bool = True,
     env = TrainEnv(cfg.env, "pet", cfg.template, cfg.q_unit_paper_bytes, _features(cfg),
                    cfg.q_guard)
     d = env.history * env.n_feat
-    actor = GroupMLP(1, (d, *cfg.hidden, cfg.template.n_actions), out_gain=0.01)
+    actor = make_actor(cfg, d)
     critic = GroupMLP(1, (d, *cfg.hidden, 1))
     curves = Curves()
     bar = Progress(cfg.steps + cfg.online_steps, "pet", progress)

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from p4cc.controlplane.ecn import EcnConfig
+from p4cc.errors import ConfigError
 from p4cc.scale import Scale
 
 
@@ -34,11 +35,20 @@ class ActionTemplate:
         "help": "Pmax = j·step, j = 1..1/step (ACC §3.3 / PET §4.2.2: 5 %)"})
     strict: bool = field(default=False, metadata={
         "help": "Kmin < Kmax (PET §4.2.2, 45 pairs) instead of Kmin <= Kmax (ACC, 55)"})
+    pair_levels: int = field(default=0, metadata={
+        "help": "draw the (Kmin, Kmax) pairs from E(0..pair_levels-1) only (0: all "
+                "n_levels, the paper's 55); 7 drops the pairs that clip to the same "
+                "setting (E(6..9) >= buffer = 50 α at both scales: 28 distinct pairs)"})
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.pair_levels <= self.n_levels:
+            raise ConfigError(f"pair_levels must be in 0..{self.n_levels}, "
+                              f"got {self.pair_levels}")
 
     @cached_property
     def pairs(self) -> tuple[tuple[int, int], ...]:
         """(Kmin level, Kmax level) pairs, Kmin level ≤ (or <) Kmax level."""
-        n = self.n_levels
+        n = self.pair_levels or self.n_levels
         return tuple((i, j) for j in range(n) for i in range(n)
                      if i < j or (i == j and not self.strict))
 
