@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
+from fixed_cc import Fixed
 
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import FlowSpec
@@ -35,24 +36,6 @@ pytestmark = [
 T = TypeVar("T")
 TX_IP, RX_IP = "10.77.0.1", "10.77.0.2"
 FRAME_OVERHEAD = wire.data_overhead() + wire.ETH_LEN
-
-
-class Fixed:
-    """Test-only fixed-rate controller (RateController protocol)."""
-
-    def __init__(self, bps: float) -> None:
-        self.bps = bps
-
-    def on_cnp(self, t: float) -> None: ...
-    def on_rtt_sample(self, t: float, rtt_s: float, q: int | None) -> None: ...
-    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
-    def on_nack(self, t: float) -> None: ...
-
-    def rate_bps(self, t: float) -> float:
-        return self.bps
-
-    def trace(self, t: float) -> dict[str, Any]:
-        return {}
 
 
 class Net:

@@ -6,29 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from fixed_cc import Fixed
+
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import FlowSpec
 from p4cc.hostcc.pacing import PacerStats
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
 from p4cc.hostcc.sender import Sender, SenderConfig
-
-
-class Fixed:
-    """Test-only fixed-rate controller (RateController protocol)."""
-
-    def __init__(self, bps: float) -> None:
-        self.bps = bps
-
-    def on_cnp(self, t: float) -> None: ...
-    def on_rtt_sample(self, t: float, rtt_s: float, q: int | None) -> None: ...
-    def on_bytes_sent(self, t: float, nbytes: int) -> None: ...
-    def on_nack(self, t: float) -> None: ...
-
-    def rate_bps(self, t: float) -> float:
-        return self.bps
-
-    def trace(self, t: float) -> dict[str, Any]:
-        return {}
 
 
 class StandInPacer:
