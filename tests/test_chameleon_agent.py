@@ -117,7 +117,9 @@ def test_switch_proxy_over_a_real_connection() -> None:
             proxy.reset({1: None, 2: None})
             for k in range(6):
                 assert proxy.act({1: rec(k * 0.01, 1), 2: rec(k * 0.01, 2)}) == {}
-            assert wait_for(lambda: "s1" in srv.state.live("switch"))
+            # the switch is live from its hello on; its report's metrics come after it
+            assert wait_for(lambda: "mark_rate" in getattr(
+                srv.state.live("switch").get("s1"), "metrics", {}))
             m = srv.state.live()["s1"].metrics
             assert m["mark_rate"]["mean"] == pytest.approx(0.1)
             assert m["qlen_avg_bytes"]["n"] == 6 and "pfc" not in str(m)  # none on BMv2
