@@ -41,3 +41,19 @@ def test_bad_floors_are_refused() -> None:
         SenderConfig(max_token_debt_s=float("inf"))
     with pytest.raises(ConfigError, match="max_token_debt_s"):
         SenderConfig(max_token_debt_s=-0.01)
+
+
+def test_a_failed_rate_change_is_retried_when_asked_again() -> None:
+    """A rate the kernel refused is not in force: asking for it again is not skipped as
+    'unchanged'."""
+    p = pacer(ceil_floor_bps=8e5)
+
+    def refuse(cmd: str, classid: int, bps: float) -> None:
+        raise OSError("netlink: busy")
+
+    p._class = refuse  # type: ignore[method-assign]
+    p.set_rate(30000, 4e6)
+    p._apply_pending()
+    assert p.stats.errors == 1
+    p.set_rate(30000, 4e6)
+    assert p._pending == {0xCC0100: 4e6} and p.stats.unchanged == 0

@@ -272,6 +272,9 @@ class HtbPacer:
             except Exception as exc:  # keep pacing the other flows
                 self.stats.errors += 1
                 log.warning("HTB rate change of %#x failed: %s", classid, exc)
+                with self._lock:  # not in force: the same rate asked again is retried
+                    if self._wanted.get(classid) == bps:
+                        del self._wanted[classid]
                 continue
             dt = time.monotonic() - t0
             self.stats.applied += 1
