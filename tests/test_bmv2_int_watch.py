@@ -17,7 +17,7 @@ from p4cc.controlplane.p4runtime import P4RuntimeClient
 from p4cc.controlplane.switch import SwitchControl, int_watch_action
 from p4cc.errors import ConfigError
 from p4cc.experiment.bmv2 import int_watch as iw
-from p4cc.experiment.bmv2.limits import INT_SOURCES
+from p4cc.experiment.bmv2.int_watch import INT_SOURCES
 from p4cc.experiment.spec import load_spec
 from p4cc.topo.spec import parse_topo
 

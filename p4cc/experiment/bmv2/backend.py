@@ -171,10 +171,9 @@ class _Run:
         with a CC that reads the INT queue depth, every other source summary-only
         (p4cc.experiment.bmv2.int_watch)."""
         assert self.session is not None
+        plan = int_watch.spec_plan(self.spec.outputs, self.spec.host_cc, self.topo,
+                                   self.schedule)
         self.qdepth_cc = int_watch.host_cc_reads_qdepth(self.spec.host_cc, self.topo)
-        plan = int_watch.watch_plan(self.topo, self.schedule,
-                                    reports="int" in self.spec.outputs,
-                                    qdepth_cc=self.qdepth_cc)
         int_watch.install(plan, self.session.controls)
         if plan:
             self.sink.log(int_watch.describe(plan))

@@ -6,7 +6,7 @@ Two reasons to put a source host's p4cc flows (UDP to port 4791) on the switches
 * the spec's outputs include ``int``: the sink reports every watched packet to the
   control plane (one clone + PacketIn per packet, decoded with Scapy in the runner), so
   only the sized flows of the first ``INT_SOURCES`` sources in the schedule are
-  reported (p4cc.experiment.bmv2.limits);
+  reported;
 * the hosts' CC reads the INT path-maximum queue depth (an RL-CC policy trained on it:
   ``RlccRule`` switches ``params.signal`` to ``qdepth`` for ``policy.signal ==
   "qdepth"``): then every sized flow's source is watched, summary-only
@@ -38,7 +38,7 @@ from p4cc.topo.spec import TopoSpec
 UDP_PROTO = 17
 #: INT reports are one clone + PacketIn per watched packet, decoded with Scapy in the
 #: runner (~0.1-0.2 ms each): the flows of this many source hosts (the first in the
-#: schedule) only.  Re-exported by p4cc.experiment.bmv2.limits.
+#: schedule) only.
 INT_SOURCES = 1
 #: int_watchlist entries per switch (``size = 64`` in p4src/include/int_source.p4;
 #: tests/test_bmv2_int_watch.py ties the two): one entry per watched source host
@@ -96,6 +96,14 @@ def watch_plan(topo: TopoSpec, schedule: pd.DataFrame, *, reports: bool,
             f"the others would run without the INT queue depth their CC reads")
     return tuple(IntWatch(h, topo.host(h).ip, True) for h in reported) + tuple(
         IntWatch(h, topo.host(h).ip, False) for h in summary)
+
+
+def spec_plan(outputs: Sequence[str], host_cc: str, topo: TopoSpec, schedule: pd.DataFrame
+              ) -> tuple[IntWatch, ...]:
+    """``watch_plan`` of a run: reports when its ``outputs`` include ``int``, summary-only
+    watches when its ``host_cc`` reads the INT queue depth."""
+    return watch_plan(topo, schedule, reports="int" in outputs,
+                      qdepth_cc=host_cc_reads_qdepth(host_cc, topo))
 
 
 def install(plan: Sequence[IntWatch], controls: Mapping[str, IntWatchControl]) -> None:

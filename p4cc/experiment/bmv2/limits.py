@@ -11,7 +11,6 @@ import shutil
 import pandas as pd
 
 from p4cc.errors import ConfigError, ToolMissingError
-from p4cc.experiment.bmv2.int_watch import INT_SOURCES  # noqa: F401 (re-exported)
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.cc import userspace_cc_names
 from p4cc.topo.spec import TopoSpec
@@ -28,9 +27,6 @@ MAX_LINK_RATE_BPS = 20e6
 #: Each ControlLoop poll reads 3 counters (P4Runtime) and 7 registers (Thrift) and
 #: resets them: ~10-30 ms per switch here; shorter intervals would overrun.
 MIN_INTERVAL_S = 0.05
-#: INT reports cover the flows of INT_SOURCES source hosts only (imported above from the
-#: INT watch, p4cc.experiment.bmv2.int_watch; flows of a CC that reads the INT queue
-#: depth get the summary without a report)
 #: Host CC the p4cc hosts implement (p4cc.hostcc); kernel TCP only through iperf3 bulk.
 HOST_CC = userspace_cc_names()  # what p4cc's userspace host transport runs
 IPERF_BASE_PORT = 5301
@@ -69,9 +65,7 @@ def run_int_watch(spec: ExperimentSpec, topo: TopoSpec, schedule: pd.DataFrame
     """The INT watch a run installs (source host -> with reports), for the budget."""
     from p4cc.experiment.bmv2 import int_watch
 
-    plan = int_watch.watch_plan(
-        topo, schedule, reports="int" in spec.outputs,
-        qdepth_cc=int_watch.host_cc_reads_qdepth(spec.host_cc, topo))
+    plan = int_watch.spec_plan(spec.outputs, spec.host_cc, topo, schedule)
     return {w.host: w.report for w in plan}
 
 
