@@ -1,7 +1,7 @@
 """The machine budget counts INT (p4cc.experiment.bmv2.budget / budget_demand).
 
 A packet that carries INT costs its switches more than one without it (summary-only:
-+59 µs, a reported one +340 µs more, measured 2026-11-25; budget.SWITCH_INT_US_PER_PKT),
++75 µs, a reported one +134 µs more: p4cc bench intcost; budget.SWITCH_INT_US_PER_PKT),
 and a report costs the runner its decode.  Runs that install no INT watch keep their
 old prediction to the bit.
 """

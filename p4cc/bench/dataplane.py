@@ -104,13 +104,17 @@ def bmv2_build_flags() -> str:
     return "; ".join(parts)
 
 
+#: the UDP destination port of the benchmark frames
+UDP_DPORT = 6000
+
+
 def build_frame() -> bytes:
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
 
     pkt = (Ether(src=H1_MAC, dst=PORT_MAC[1])
-           / IP(src=H1_IP, dst=H2_IP, tos=ECN_ECT0, ttl=64) / UDP(sport=4000, dport=6000))
+           / IP(src=H1_IP, dst=H2_IP, tos=ECN_ECT0, ttl=64) / UDP(sport=4000, dport=UDP_DPORT))
     frame = bytes(pkt / Raw(b"\x00" * (FRAME_BYTES - len(pkt))))
     assert len(frame) == FRAME_BYTES
     return frame

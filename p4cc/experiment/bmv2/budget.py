@@ -86,16 +86,17 @@ HOST_RECV_IDLE_CPU = 0.0
 HOST_RECV_US_PER_PKT = 60.8
 HOST_RATE_CHANGE_US = 1244.0
 #: INT on the switch, beyond a packet without it (the calibration's switch_us_per_pkt
-#: forwards packets without INT): simple_switch_grpc's own CPU per forwarded packet on
-#: one switch that is source and sink, p4cc.p4 with 1000-B UDP frames at 1000 and 2000
-#: pps, off / summary-only / with report alternating, 5 repetitions, medians
-#: (2026-11-25 01:05 UTC, load 7-9; /work/scratch/s9/int4/int_cpu.py): off 183.5 / 165.0
-#: µs, summary-only 256.7 / 210.0, report 662.6 / 485.5.  Per INT packet +45-73 µs
-#: (mean 59); a reported one a further +275-406 (mean 340: save, clone, the clone's
-#: egress pass, the PacketIn).  Charged at every switch of the path (a transit switch
-#: only pushes a record: an upper bound there).
-SWITCH_INT_US_PER_PKT = 59.0
-SWITCH_REPORT_US_PER_PKT = 340.0
+#: forwards packets without INT): ``p4cc bench intcost --reps 3 --seconds 2``
+#: (simple_switch_grpc's own CPU per forwarded 1000-B packet, one switch that is source
+#: and sink, at 1000 and 2000 pps, off / summary-only / with report alternating, medians;
+#: 2026-11-25 03:01 UTC, load 0.4): off 205.0 / 182.5 µs, summary-only 280.0 / 257.5,
+#: report 435.0 / 370.1.  Per INT packet +75 µs (mean over the rates); a reported one a
+#: further +134 (save, clone, the clone's egress pass, the PacketIn).  Under load 7-9
+#: the same modes measured +59 and +340 (docs/dataplane.md): contention is in
+#: SWITCH_PKT_FACTOR, like the calibration's.  Charged at every switch of the path (a
+#: transit switch only pushes a record: an upper bound there).
+SWITCH_INT_US_PER_PKT = 75.0
+SWITCH_REPORT_US_PER_PKT = 134.0
 #: the runner decodes each INT report (Scapy, ~0.1-0.2 ms: p4cc.experiment.bmv2.limits;
 #: not measured apart)
 RUNNER_REPORT_CPU_S = 150e-6
