@@ -28,6 +28,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if args.losses:  # where/when packets were lost, one Markdown row per run (no report)
+        from p4cc.analysis.losses import losses_markdown
+        from p4cc.analysis.runs import find_runs
+
+        print(losses_markdown(find_runs(args.runs)), end="")
+        return 0
     if args.windows:  # FCT per flow-start window, pooled over seeds (no report written)
         from p4cc.analysis.runs import find_runs
         from p4cc.analysis.windows import fct_by_window, parse_edges, windows_markdown
@@ -60,4 +66,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--windows", metavar="T1,T2,...",
                    help="instead of the report, print FCT by flow start window [0,T1), "
                         "[T1,T2), ... (fabric seconds), mean ± 95 %% CI over the runs' seeds")
+    p.add_argument("--losses", action="store_true",
+                   help="instead of the report, print per run the switch drops, forward "
+                        "loss, start-up overflow and the NAKs/resends in and after it "
+                        "(p4cc.analysis.losses; BMv2 and sim runs)")
     p.set_defaults(func=_report)
