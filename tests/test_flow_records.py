@@ -84,6 +84,42 @@ def test_bmv2_collect_writes_the_flow_record_columns(tmp_path: Path) -> None:
         assert list(row) == list(FLOW_RECORD_COLUMNS)
 
 
+def test_bmv2_collect_counts_retransmitted_packets_of_the_senders_payload(
+        tmp_path: Path) -> None:
+    """Scale.pkt_bytes is the frame: a sender's full packet carries pkt_bytes - 66 B of
+    payload (14 B Ethernet + 52 B datagram overhead), and flows.csv counts resent
+    packets of that size (it once divided by pkt_bytes - 52)."""
+    from p4cc.hostcc import api
+    from p4cc.hostcc.flow import Flow, FlowSpec
+
+    topo = parse_topo("star,hosts=3")
+    sender_payload = Flow(1, FlowSpec("10.0.0.3", 10**6), None,  # type: ignore[arg-type]
+                          api.datagram_bytes(topo.scale), 0.01).payload
+    assert bmv2_collect._payload(topo) == sender_payload
+    sched = pd.DataFrame({"flow_id": [0], "start_s": [0.0], "src": ["h1"], "dst": ["h3"],
+                          "size_bytes": [10**6], "cls": ["incast"], "tag": ["i"]})
+    _csv(tmp_path / "h1" / "send" / "fct.csv", [
+        {"flow_id": 1, "sport": 4000, "start_s": 0.0, "fct_s": 1.0, "start_epoch": 1000.0,
+         "completed": True, "retx_bytes": 100 * sender_payload, "cnps": 0}])
+    rows, _ = bmv2_collect.sender_records(sched, {"h1": [0]}, tmp_path, topo, 1000.0)
+    assert rows[0]["retransmissions"] == 100
+
+
+def test_bmv2_hostcc_rows_are_on_the_run_clock_whatever_the_controller_traces(
+        tmp_path: Path) -> None:
+    """A controller's trace() carries its own ``t_s`` (the sender's clock); the hostcc
+    row's t_s must stay the trace time plus the sender's offset to the run clock."""
+    from p4cc.experiment.bmv2.hosts import iter_trace_rows
+
+    _csv(tmp_path / "trace.csv", [
+        {"t": 0.5, "flow_id": 1, "rate_bps": 1e6, "t_s": 0.5, "alpha": 0.25},
+        {"t": 0.6, "flow_id": 2, "rate_bps": 2e6, "t_s": 0.6, "alpha": 0.5}])
+    rows = list(iter_trace_rows(tmp_path / "trace.csv", "h1", 0.035, [7, 9]))
+    assert [r["t_s"] for r in rows] == [0.535, 0.635]
+    assert [r["flow_id"] for r in rows] == [7, 9]
+    assert [float(r["alpha"]) for r in rows] == [0.25, 0.5]
+
+
 def test_traffic_bench_stores_its_synthetic_run_through_the_run_store() -> None:
     from p4cc.bench import traffic as bench
 

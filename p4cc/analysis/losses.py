@@ -50,7 +50,7 @@ import pandas as pd
 from p4cc.analysis.report import markdown_table
 from p4cc.analysis.runs import Run
 from p4cc.errors import P4ccError
-from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES
+from p4cc.hostcc.wire import frame_payload_bytes
 
 FULL_FRACTION = 0.95  #: an interval is "full" when its largest queue reaches this share
 DRAINED_FRACTION = 0.5  #: the overflow ends when the largest queue stays below this share
@@ -237,7 +237,7 @@ def bmv2_losses(run: Run) -> RunLosses:
     cpu = _csv(run.path / "switch_cpu.csv", "the switches' interface counters "
                "(p4cc.experiment.bmv2.procmon) give the switch drops", CPU_COLUMNS)
     require_columns(run.flows, ("src", "start_s"), f"{run.path}/flows.csv (run clock)")
-    payload = max(1, int(_scale(run, "pkt_bytes")) - DATA_FRAME_OVERHEAD_BYTES)
+    payload = frame_payload_bytes(int(_scale(run, "pkt_bytes")))
     where, win = _window(run)
     fcts, events = [], []
     for d in _senders(run):

@@ -113,6 +113,12 @@ def data_overhead() -> int:
 DATA_FRAME_OVERHEAD_BYTES = ETH_LEN + data_overhead()
 
 
+def frame_payload_bytes(frame_bytes: int) -> int:
+    """Payload bytes of one full data frame of ``frame_bytes`` on the wire
+    (``Scale.pkt_bytes`` is the frame, Ethernet header included; at least 1)."""
+    return max(1, int(frame_bytes) - DATA_FRAME_OVERHEAD_BYTES)
+
+
 def encode_data(
     qpn: int, psn: int, msg_len: int, payload: bytes, *, last: bool, ackreq: bool, retx: bool
 ) -> bytes:

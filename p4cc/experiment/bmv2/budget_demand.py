@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 
 from p4cc.hostcc.rlcc_rule import decision_interval_s
-from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES
+from p4cc.hostcc.wire import frame_payload_bytes
 from p4cc.topo.spec import TopoSpec
 
 #: CNPs per data packet sent while the flow shares its destination's link (a standing
@@ -160,7 +160,7 @@ def _flows(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float) -> list[_F
     """The schedule's flows (packets: data packets of a sized flow, or what a bulk flow's
     link carries until its stop)."""
     scale = topo.scale
-    payload = max(1, scale.pkt_bytes - DATA_FRAME_OVERHEAD_BYTES)
+    payload = frame_payload_bytes(scale.pkt_bytes)
     rows = schedule.to_dict("records")
     index = {int(r["flow_id"]): i for i, r in enumerate(rows)} if "flow_id" in schedule \
         else {}

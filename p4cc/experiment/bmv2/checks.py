@@ -51,9 +51,9 @@ def steady_goodput(run_dir: str | Path, t1: float, t2: float) -> pd.Series:
     if h.empty:
         return pd.Series(dtype=float)
     scale = run.meta.get("scale", {})
-    from p4cc.hostcc.wire import data_overhead
+    from p4cc.hostcc.wire import frame_payload_bytes
 
-    payload = int(scale.get("pkt_bytes", 1000)) - data_overhead()
+    payload = frame_payload_bytes(int(scale.get("pkt_bytes", 1000)))
     out = {}
     for fid, df in h.groupby("flow_id"):
         df = df.sort_values("t_s")

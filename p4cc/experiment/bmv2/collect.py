@@ -19,9 +19,11 @@ from p4cc.topo.spec import TopoSpec
 
 
 def _payload(topo: TopoSpec) -> int:
-    from p4cc.hostcc.wire import data_overhead
+    """Payload of a full data packet: ``Scale.pkt_bytes`` is the frame on the wire
+    (Ethernet included), so it is frame - 66 B, not datagram - 52 B."""
+    from p4cc.hostcc.wire import frame_payload_bytes
 
-    return max(1, topo.scale.pkt_bytes - data_overhead())
+    return frame_payload_bytes(topo.scale.pkt_bytes)
 
 
 def _started_order(fct: Sequence[Mapping[str, str]], ids: Sequence[int]) -> list[int]:

@@ -153,7 +153,9 @@ def iter_trace_rows(path: Path, host: str, offset_s: float,
                                "flow_id": flow_ids[local - 1],
                                "rate_bps": num(row.get("rate_bps"))}
         for k, v in row.items():
-            if k not in ("t", "flow_id", "rate_bps") and k is not None:
+            # "t_s" of a controller's trace() is its own clock (the sender's, from its
+            # start): copied over, it moved every row ~30-40 ms off the run clock
+            if k not in ("t", "t_s", "flow_id", "rate_bps") and k is not None:
                 out[k] = v
         yield out
 

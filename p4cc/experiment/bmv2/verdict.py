@@ -33,14 +33,14 @@ def sampler(fabric: Any, session: FabricSession, now: Callable[[], float],
 
 
 def facts(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession) -> fid.RunFacts:
-    from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES
+    from p4cc.hostcc.wire import frame_payload_bytes
 
     pkt = int(topo.scale.pkt_bytes)
     rates = {(name, p): float(ctl.port_rate_bps(p))
              for name, ctl in session.controls.items() for p in ctl.ports}
     nic = {h.name: float(topo.link_at(h.name, 0).rate_bps) for h in topo.hosts}
     return fid.RunFacts(rates, pkt, float(spec.interval_s), nic,
-                        pkt / max(1, pkt - DATA_FRAME_OVERHEAD_BYTES))
+                        pkt / frame_payload_bytes(pkt))
 
 
 def judge(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession,
@@ -49,8 +49,8 @@ def judge(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession,
     tele = pd.DataFrame(records.kept_telemetry)
     polls = pd.DataFrame(records.kept_polls)
     cpu = pd.DataFrame(records.kept_cpu)
-    from p4cc.hostcc.wire import DATA_FRAME_OVERHEAD_BYTES
+    from p4cc.hostcc.wire import frame_payload_bytes
 
-    payload = max(1, int(topo.scale.pkt_bytes) - DATA_FRAME_OVERHEAD_BYTES)
+    payload = frame_payload_bytes(topo.scale.pkt_bytes)
     traces = fid.read_traces(hosts_dir, senders, payload)
     return fid.evaluate(facts(spec, topo, session), tele, cpu, polls, traces, tol)
