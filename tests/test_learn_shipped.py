@@ -42,7 +42,7 @@ def plausible_states(agent: LearnedAgent) -> np.ndarray:
 
 
 #: The default ACC (session 10) picks one setting on every state, and pet-nofeat (session
-#: 4) too; the state-dependent ACC (acc-logfeat) is worse for mice (docs/learning.md
+#: 11, the ablation) too; the state-dependent ACC (acc-logfeat) is worse for mice (docs/learning.md
 #: "Shipped checkpoints"); strict, so a state-dependent default turns these into failures
 #: to remove the mark
 STILL_CONSTANT = pytest.mark.xfail(strict=True, reason="checkpoint: one action on every "
@@ -94,10 +94,13 @@ def test_log_feature_scale() -> None:
     ("acc", [((80_000, 160_000, 0.75), 216)]),
     ("pet", [((20_000, 80_000, 0.5), 195), ((20_000, 1_000_000, 0.5), 11),
              ((20_000, 1_000_000, 0.85), 10)]),
+    # session 11: the shipped PET's command with extra_features=false
+    ("pet-nofeat", [((20_000, 40_000, 0.85), 216)]),
 ])
 def test_shipped_checkpoint_makes_its_documented_decisions(
         name: str, expected: list[tuple[tuple[int, int, float], int]]) -> None:
-    agent = LearnedAgent(name, SCALE, DEFAULT_CHECKPOINTS[name])
+    path = PET_DATA if name == "pet-nofeat" else DEFAULT_CHECKPOINTS[name]
+    agent = LearnedAgent(name.split("-")[0], SCALE, path)
     acts = agent.decide(plausible_states(agent))
     got: dict[tuple[int, int, float], int] = {}
     for a in acts:
