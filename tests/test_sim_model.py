@@ -11,6 +11,7 @@ import pytest
 from p4cc.analysis.metrics import HEADER_BYTES, ideal_fct, slowdown
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.routes import compute_routes
+from p4cc.errors import ConfigError
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.fabric import Fabric, shortest_next_hops
@@ -256,3 +257,31 @@ def test_rlcc_policy_names_resolve_like_the_host() -> None:
                                                              rlcc_policies.ReferencePolicy)):
         hook = make_hook("rlcc", scale, name)
         assert isinstance(hook.policy, kind)
+
+
+@pytest.mark.parametrize("tail", ["fifo", "fluid"])
+def test_a_mouse_behind_a_standing_queue_leaves_when_a_fifo_would(tail: str) -> None:
+    """Two line-rate flows into h4's port build a queue of rate·t (both stop at 40 µs);
+    a 3 KB mouse from h3 at t_a = 20 µs waits behind q_a = rate·t_a and the two flows'
+    bytes that arrive with it: FIFO FCT ≈ (q_a + 3·wire)·8/rate + base RTT.  Proportional
+    service alone (``queue_tail="fluid"``) keeps the mouse's last bytes until the queue
+    has drained (p4cc.sim.fifo_tail): more than twice that."""
+    topo = parse_topo("star,hosts=4", "paper")
+    sc, t_a, size = topo.scale, 20e-6, 3000
+    sched = pd.DataFrame({"flow_id": [0, 1, 2], "start_s": [0.0, 0.0, t_a],
+                          "src": ["h1", "h2", "h3"], "dst": ["h4"] * 3,
+                          "size_bytes": [0, 0, size], "stop_s": [40e-6, 40e-6, math.nan]})
+    eng = Engine(topo, sched, _line(queue_tail=tail))
+    assert eng.run_to_completion(1.0)
+    fct = float(eng.flow_records().set_index("flow_id").fct_s[2])
+    wire = size + math.ceil(size / (sc.pkt_bytes - HEADER_BYTES)) * HEADER_BYTES
+    fifo = (sc.link_rate_bps / 8 * t_a + 3 * wire) * 8 / sc.link_rate_bps + sc.base_rtt_s
+    if tail == "fifo":
+        assert fct == pytest.approx(fifo, abs=4 * eng.dt)  # step quantisation
+    else:
+        assert fct > 2 * fifo
+
+
+def test_queue_tail_option_is_checked() -> None:
+    with pytest.raises(ConfigError, match="queue_tail"):
+        SimConfig(queue_tail="lifo")

@@ -14,6 +14,9 @@ from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
 from p4cc.sim.gobackn import check_mode
 
+#: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
+QUEUE_TAILS = ("fifo", "fluid")
+
 #: Options of an experiment spec that need the real data plane.  Keys are the option
 #: names the runner passes; values say what the option does, for the refusal message.
 BMV2_ONLY_FEATURES: dict[str, str] = {
@@ -68,6 +71,11 @@ class SimConfig:
         default="go-back-n", metadata={"help": "go-back-n (RoCE, p4cc's hosts, the papers' "
                                        "ns-3: everything after a loss is sent again) | "
                                        "selective (only the lost bytes)"})
+    queue_tail: str = field(
+        default="fifo", metadata={"help": "fifo: a flow's last bytes leave a queue when a "
+                                  "FIFO would have sent them (p4cc.sim.fifo_tail) | fluid: "
+                                  "proportional service only (before session 11; the "
+                                  "last bytes linger ~20 drain times)"})
 
     def __post_init__(self) -> None:
         for name in ("dt_s", "telemetry_interval_s", "cnp_interval_s", "rtt_probe_interval_s"):
@@ -78,6 +86,9 @@ class SimConfig:
             raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc, fixed or line, got "
                               f"{self.cc!r}")
         check_mode(self.loss_recovery)
+        if self.queue_tail not in QUEUE_TAILS:
+            raise ConfigError(f"SimConfig.queue_tail must be one of {', '.join(QUEUE_TAILS)}, "
+                              f"got {self.queue_tail!r}")
 
     # -- resolved values -------------------------------------------------------------
     def dt(self, scale: Scale) -> float:

@@ -9,7 +9,8 @@ One step of ``dt`` (docs/simulator.md has the full model):
    departures of the hop before; ECN mark probability from the depth at the start of
    the step (EcnConfig semantics, depth in packets of ``pkt_bytes``); tail drop above
    the buffer; departures ``min(depth + arrivals, rate·dt)`` shared among flows in
-   proportion to their bytes in the queue (fluid FIFO);
+   proportion to their bytes in the queue (fluid FIFO; a flow's last bytes leave when a
+   FIFO would have sent them: p4cc.sim.fifo_tail);
 5. the last hop's departures are delivered; the receiver (NP) sends a CNP with
    probability 1-exp(-marked packets) at most once per CNP interval; it arrives at the
    sender one base RTT later.  A loss notice (NAK) arrives after the queues now on the
@@ -39,6 +40,7 @@ from p4cc.errors import ConfigError
 from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
+from p4cc.sim.fifo_tail import FifoTail
 from p4cc.sim.flows import FlowTable
 from p4cc.sim.gobackn import (
     ahead_of_drop,
@@ -98,6 +100,7 @@ class Engine(SlotPool):
         self._n_cnp = np.zeros(self.D, dtype=np.bool_)
         self._n_lost = np.zeros(self.Dr, dtype=np.bool_)
         self._gbn = cfg.loss_recovery == "go-back-n"
+        self._fifo = FifoTail(fab.n_ports + 1) if cfg.queue_tail == "fifo" else None
         self._junk = False  # some flow has bytes in flight its receiver will discard
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
         self._partial: tuple[np.ndarray, np.ndarray] | None = None
@@ -296,6 +299,10 @@ class Engine(SlotPool):
         cc.on_sent(t0, send)
         self._dep_q, self._q_new = dep_q, q_new
         self.prev_dep, self.prev_mout = dep, mout
+        # last bytes out when a FIFO would have sent them (_out[1]: this step's arrivals)
+        if self._fifo is not None and self._fifo.after_step(
+                self, send, self._out[1], dep, q, q_new, dep_q):
+            n_done = 1
         # losses
         if before is not None:  # go-back-N: receivers drop what follows a gap
             self._junk = discard(self.junk, self.delivered, before)
