@@ -108,7 +108,7 @@ def register(subparsers: Any) -> None:
 
     p = subparsers.add_parser(
         "testbed", help="the main job of `make testbed`: the default experiment "
-        "(examples/testbed.yaml: leaf-spine, incast + WebSearch 60 %%, SECN1, SECN2, ACC, PET) "
+        "(examples/testbed.yaml: leaf-spine, WebSearch 20 %% + incast, SECN1, SECN2, ACC, PET) "
         "and its report")
     p.add_argument("--backend", choices=("auto", "bmv2", "sim"), default="auto",
                    help="auto: BMv2 if `p4cc doctor` finds it, else the simulator (said)")
