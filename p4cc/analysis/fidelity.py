@@ -44,8 +44,7 @@ def section(runs: Sequence[Run], labels: Sequence[str]) -> list[str]:
     for lab, r in zip(labels, runs, strict=True):
         f = fidelity(r)
         if f is None:
-            backend = r.meta.get("run", {}).get("backend")
-            what = ("simulator: no emulation to check" if backend == "sim"
+            what = ("simulator: no emulation to check" if r.backend == "sim"
                     else "no verdict (run before issue 10, or not bmv2)")
             lines.append(f"* `{lab}`: {what}")
             continue

@@ -274,7 +274,7 @@ def sim_losses(run: Run) -> RunLosses:
 
 def run_losses(run: Run) -> RunLosses:
     """Dispatch on the run's backend; P4ccError for a backend without the records."""
-    backend = str(run.meta.get("run", {}).get("backend") or run.meta.get("backend") or "")
+    backend = run.backend
     if backend == "bmv2":
         return bmv2_losses(run)
     if backend == "sim":

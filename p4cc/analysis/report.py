@@ -94,7 +94,7 @@ def build_report(runs: Sequence[Run], out: Path, baseline: str | None = None,
     bad = fidelity.unfaithful(runs, labels)
     shown = {lab: lab + fidelity.UNFAITHFUL_MARK for lab in bad}
     info = pd.DataFrame([{
-        "run": lab, "path": str(r.path), "backend": r.meta.get("run", {}).get("backend"),
+        "run": lab, "path": str(r.path), "backend": r.backend or None,
         "agent": r.meta.get("run", {}).get("agent"), "seed": r.meta.get("run", {}).get("seed"),
         "complete": r.complete, "reason": r.status.get("reason", "")}
         for lab, r in zip(labels, runs, strict=True)]).set_index("run")

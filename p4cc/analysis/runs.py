@@ -43,6 +43,11 @@ class Run:
         return str(info.get("variant") or self.path.name)
 
     @property
+    def backend(self) -> str:
+        """The backend that made the run (``sim``, ``bmv2``, ...; "" if not recorded)."""
+        return str(self.meta.get("run", {}).get("backend") or self.meta.get("backend") or "")
+
+    @property
     def complete(self) -> bool:
         return bool(self.status.get("complete"))
 
