@@ -177,6 +177,22 @@ def test_resume_skips_finished_runs(tmp_path: Path,
     assert "is a complete run of a different spec" in capsys.readouterr().err
 
 
+def test_more_seeds_and_agents_keep_the_finished_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = write_spec(tmp_path)
+    out = ["--grid", "load=0.3", "--local", "--out", str(tmp_path / "s")]
+    assert main(["sweep", str(spec), "--seeds", "2", *out]) == 0
+    first = tmp_path / "s" / "load=0.3" / "secn1_seed1"
+    stats = [(f.stat().st_ino, f.stat().st_mtime_ns) for f in sorted(first.iterdir())]
+    capsys.readouterr()
+    write_spec(tmp_path, {**TINY, "agents": ["secn1", "secn2"]})
+    assert main(["sweep", str(spec), "--seeds", "3", *out]) == 0
+    assert "6 runs, 2 already complete" in capsys.readouterr().out
+    assert [(f.stat().st_ino, f.stat().st_mtime_ns)
+            for f in sorted(first.iterdir())] == stats  # kept, not rewritten
+    assert (first.parent / "secn2_seed3" / "status.json").is_file()
+
+
 # -------------------------------------------------------------------- CIs and report
 def test_confidence_interval_by_hand() -> None:
     # t_{0.975} from the printed tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2)

@@ -12,6 +12,9 @@ directory is exactly what ``p4cc run`` writes for that point's spec.  Layout::
 
 Resume: a run whose ``status.json`` says ``complete: true`` is skipped; any other run
 directory is run again (RunWriter moves the old one aside to ``<dir>.prev-<time>``).
+Resuming with more seeds or agents than the runs were made with keeps them (a run's
+results depend on its own agent and seed only); any other change of the spec is an
+error.
 """
 
 from __future__ import annotations
@@ -104,11 +107,22 @@ def plan_sweep(spec_path: str | Path, grid: Sequence[str], seeds: Sequence[int] 
     return SweepPlan(name, root, source, be_name, axes, points, tasks)
 
 
+#: Keys of a resolved spec that say which runs a sweep holds, not what one run does (a
+#: run's own agent and seed are its ``run:`` block and its directory name): a sweep
+#: resumed with more seeds or agents keeps the runs it has.
+_SET_KEYS = ("seeds", "agents")
+
+
+def _run_content(doc: dict[str, Any]) -> dict[str, Any]:
+    """What decides one run's results: the resolved spec without the sweep's set of
+    runs, the run's own ``run:`` block and ``source`` (the file may have moved; its
+    content is what counts)."""
+    return {k: v for k, v in doc.items() if k not in (*_SET_KEYS, "run", "source")}
+
+
 def _stored_spec(task: SweepTask) -> dict[str, Any]:
     meta = yaml.safe_load((task.path / "spec.resolved.yaml").read_text()) or {}
-    meta.pop("run", None)
-    meta.pop("source", None)  # the spec file may have moved; its content is what counts
-    return dict(meta)
+    return _run_content(dict(meta))
 
 
 def pending(plan: SweepPlan) -> list[SweepTask]:
@@ -123,8 +137,8 @@ def pending(plan: SweepPlan) -> list[SweepTask]:
             continue
         if t.point not in expected:
             doc = {**resolve(t.spec), "backend": t.backend}
-            doc.pop("source", None)
-            expected[t.point] = yaml.safe_load(yaml.safe_dump(doc, sort_keys=False))
+            expected[t.point] = _run_content(yaml.safe_load(yaml.safe_dump(doc,
+                                                                           sort_keys=False)))
         if _stored_spec(t) != expected[t.point]:
             raise ConfigError(f"{t.path} is a complete run of a different spec than this "
                               f"sweep's point {t.point}; sweep into another --out, or move "
