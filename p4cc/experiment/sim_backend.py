@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,8 @@ class SimBackend:
         base = self.config or SimConfig()
         cfg = SimConfig(**{**base.to_dict(), "cc": cc, "seed": int(sink.seed),
                            "telemetry_interval_s": float(spec.interval_s),
+                           "pfc": spec.pfc_alpha is not None,
+                           "pfc_alpha": spec.pfc_alpha or base.pfc_alpha,
                            "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
         fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
@@ -101,7 +104,26 @@ class SimBackend:
         # CHAMELEON's end=1 ends the run once its tuner has stopped (a tuning run)
         eng.run(float(spec.duration_s), stop=fabric.ended if fabric is not None else None)
         sink.flows(flow_rows(eng))
+        if eng.pfc is not None:
+            _pfc_record(eng, sink)
         run_agents.finish(sink.path, sink.log)
+
+
+def _pfc_record(eng: Engine, sink: Any) -> None:
+    """pfc.csv: seconds each switch port and host NIC was paused (p4cc.sim.pfc), and a
+    log line with the totals."""
+    assert eng.pfc is not None
+    queues, nics = eng.pfc.pause_seconds(eng.dt)
+    fab = eng.fabric
+    rows = [{"node": sw, "port": port, "paused_s": float(v)}
+            for (sw, port), v in zip(fab.keys, queues, strict=True)]
+    rows += [{"node": h, "port": 0, "paused_s": float(v)}
+             for h, v in zip(fab.hosts, nics, strict=True)]
+    pd.DataFrame(rows).to_csv(Path(sink.path) / "pfc.csv", index=False)
+    sink.log(f"pfc: alpha={eng.pfc.alpha:g}; switch ports paused {queues.sum():.6g} s in "
+             f"all ({np.count_nonzero(queues)} of {len(queues)} ports), host NICs "
+             f"{nics.sum():.6g} s ({np.count_nonzero(nics)} of {len(nics)} hosts); per port "
+             f"in pfc.csv")
 
 
 def _events(ev: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -34,7 +34,7 @@ OUTPUTS = ("telemetry", "flows", "hostcc", "int")
 #: dataclass (p4cc.traffic.kinds)
 _COMMON = frozenset({"type", "tag", "windows", "size_scale"})
 _TOP = {"name", "description", "backend", "topology", "scale", "duration_s", "seed", "seeds",
-        "interval_s", "agents", "host_cc", "workloads", "link_failures", "outputs"}
+        "interval_s", "agents", "host_cc", "workloads", "link_failures", "outputs", "pfc"}
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]+$")
 _AGENT_RE = re.compile(r"^[a-z0-9_-]+(:\S+)?$")
 
@@ -82,6 +82,7 @@ class ExperimentSpec:
     description: str = ""
     source: str = ""
     paper_values: tuple[tuple[str, float, float], ...] = field(default=())  # path, paper, used
+    pfc_alpha: float | None = None  # PFC on (sim only; p4cc.sim.pfc) with this alpha, or off
 
     @property
     def scale_obj(self) -> Scale:
@@ -143,6 +144,25 @@ def _failure(ctx: Ctx, path: str, f: Any, topo: TopoSpec, duration: float) -> Li
             raise err(f"{path}.fraction", f"topology {topo.name} has no switch-to-switch "
                                            f"links; name links explicitly with 'links'")
     return LinkFailureSpec(at, until, fraction, links)
+
+
+def _pfc(raw: Any) -> float | None:
+    """``pfc: true`` / ``pfc: {alpha: A}`` (a lossless fabric; the bmv2 backend refuses
+    it) -> alpha, or None."""
+    from p4cc.sim.pfc import DEFAULT_ALPHA, check_alpha
+
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        alpha: Any = DEFAULT_ALPHA
+    elif isinstance(raw, Mapping) and set(raw) <= {"alpha"}:
+        alpha = raw.get("alpha", DEFAULT_ALPHA)
+    else:
+        raise err("pfc", f"{raw!r}; write 'pfc: true' or 'pfc: {{alpha: 0.125}}'")
+    try:
+        return check_alpha(alpha)
+    except ConfigError as exc:
+        raise err("pfc.alpha", str(exc)) from None
 
 
 def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -> ExperimentSpec:
@@ -227,7 +247,8 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
         raise err("description", "must be a string")
     return ExperimentSpec(name, backend, doc["topology"], scale_name, duration, seeds, interval,
                           tuple(agents), host_cc, workloads, failures, tuple(outputs),
-                          description.strip(), source, tuple(ctx.paper))
+                          description.strip(), source, tuple(ctx.paper),
+                          _pfc(doc.get("pfc")))
 
 
 def read_spec_doc(path: str | Path) -> tuple[Any, str, Path]:
@@ -275,6 +296,9 @@ def resolve(spec: ExperimentSpec) -> dict[str, Any]:
                            spec.paper_values]
     out["scale"] = {**scale.to_dict(), "rate_factor": scale.rate_factor,
                     "time_factor": scale.time_factor, "bdp_factor": scale.bdp_factor}
+    alpha = out.pop("pfc_alpha")
+    if alpha is not None:  # (absent when off: the resolved specs of before session 12)
+        out["pfc"] = {"alpha": alpha}
     out["topology"] = {"text": spec.topology, "name": topo.name, "hosts": len(topo.hosts),
                        "switches": len(topo.switches), "links": len(topo.links)}
     return out

@@ -13,6 +13,7 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
 from p4cc.sim.gobackn import check_mode
+from p4cc.sim.pfc import check_alpha
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
@@ -76,6 +77,14 @@ class SimConfig:
                                   "FIFO would have sent them (p4cc.sim.fifo_tail) | fluid: "
                                   "proportional service only (before session 11; the "
                                   "last bytes linger ~20 drain times)"})
+    pfc: bool = field(
+        default=False, metadata={"help": "lossless fabric: priority flow control pauses "
+                                 "the upstream port instead of dropping (p4cc.sim.pfc; "
+                                 "the papers' fabrics have it, BMv2 does not)"})
+    pfc_alpha: float = field(
+        default=0.125, metadata={"help": "PFC dynamic threshold: an ingress pauses its "
+                                 "sender at alpha x the egress queue's free buffer "
+                                 "(ACC §5.1: 1/8, i.e. 11.1 % of the buffer)"})
 
     def __post_init__(self) -> None:
         for name in ("dt_s", "telemetry_interval_s", "cnp_interval_s", "rtt_probe_interval_s"):
@@ -86,6 +95,7 @@ class SimConfig:
             raise ConfigError(f"SimConfig.cc must be dcqcn, rlcc, fixed or line, got "
                               f"{self.cc!r}")
         check_mode(self.loss_recovery)
+        check_alpha(self.pfc_alpha)
         if self.queue_tail not in QUEUE_TAILS:
             raise ConfigError(f"SimConfig.queue_tail must be one of {', '.join(QUEUE_TAILS)}, "
                               f"got {self.queue_tail!r}")

@@ -16,7 +16,8 @@ One step of ``dt`` (docs/simulator.md has the full model):
    sender one base RTT later.  A loss notice (NAK) arrives after the queues now on the
    flow's path and one base RTT; the sender goes back N (resends everything after the
    first lost byte; p4cc.sim.gobackn) or, with ``loss_recovery="selective"``, resends
-   the lost bytes only;
+   the lost bytes only; with ``pfc`` on, a switch pauses the links that feed a queue
+   it is filling instead (p4cc.sim.pfc: the paused port sends nothing in step 3-4);
 6. a flow whose last byte was delivered completes when the final ACK is back at the
    sender (as p4cc.hostcc and the papers time FCTs).
 
@@ -51,6 +52,7 @@ from p4cc.sim.gobackn import (
     timeouts,
 )
 from p4cc.sim.kernel import fabric_step, warm_up
+from p4cc.sim.pfc import Pfc
 from p4cc.sim.slots import SlotPool
 from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
@@ -101,6 +103,7 @@ class Engine(SlotPool):
         self._n_lost = np.zeros(self.Dr, dtype=np.bool_)
         self._gbn = cfg.loss_recovery == "go-back-n"
         self._fifo = FifoTail(fab.n_ports + 1) if cfg.queue_tail == "fifo" else None
+        self.pfc = Pfc(fab, cfg.pfc_alpha) if cfg.pfc else None
         self._junk = False  # some flow has bytes in flight its receiver will discard
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
         self._partial: tuple[np.ndarray, np.ndarray] | None = None
@@ -284,11 +287,16 @@ class Engine(SlotPool):
         c = self.counters
         send, dep, mout, q, q_new, dep_q, got_m, lost_f = out = self._out
         before = self.delivered.copy() if self._junk else None
+        ok, serve = self.ok, self._serve
+        if self.pfc is not None:  # paused links send nothing this step (p4cc.sim.pfc)
+            depth = np.bincount(self.path.ravel(), self.b.ravel(), self.L + 1)
+            self.pfc.decide(self.b, self.path, self.src_i, depth, fab.buffer_bytes)
+            ok, serve = self.pfc.may_send(ok, self.src_i), self.pfc.serve(serve)
         # (and the NP's CNP draw on the marked bytes delivered)
         dropped, n_done, _ = fabric_step(
-            rate, f8, self.remaining, self.sent, self.ok, self.stop, t0, self.thr, self.b,
+            rate, f8, self.remaining, self.sent, ok, self.stop, t0, self.thr, self.b,
             self.prev_dep, self.prev_mout, self.path, self.last_hop, fab.kmin_pkts,
-            fab.kmax_pkts, fab._slope, self._inv_pkt, self._serve, fab.buffer_bytes, c.tx,
+            fab.kmax_pkts, fab._slope, self._inv_pkt, serve, fab.buffer_bytes, c.tx,
             c.txm, c.drops, c.arr, c.q_arr, c.qmax, self.seen, self.delivered, *out,
             self.last_cnp, self.cnps, self.hbase, steps, self._cnp_gap, self._pkt,
             self.dsteps, self.fb_cnp, self._n_cnp)

@@ -81,6 +81,10 @@ def run_probe_s(host_cc: str, topo: TopoSpec, schedule: pd.DataFrame) -> float:
 def check_spec(spec: ExperimentSpec, within_budget: bool = True) -> None:
     """ConfigError naming what BMv2 cannot honour; ToolMissingError for missing tools;
     with ``within_budget``, also the machine budget (check_budget)."""
+    if spec.pfc_alpha is not None:
+        raise ConfigError("pfc: priority flow control is modelled by the sim backend only "
+                          "(BMv2 has no PFC: its queues tail-drop); remove 'pfc' from the "
+                          "spec or use --backend sim")
     topo = spec.topo()
     if len(topo.switches) > MAX_SWITCHES or len(topo.hosts) > MAX_HOSTS:
         raise ConfigError(
