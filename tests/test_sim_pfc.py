@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from p4cc.analysis.metrics import summary
 from p4cc.analysis.runs import open_run
 from p4cc.errors import ConfigError
 from p4cc.experiment.bmv2.limits import check_spec
@@ -164,3 +165,8 @@ def test_a_lossless_run_records_its_pauses(tmp_path: Path) -> None:
     paused = pd.read_csv(tmp_path / "True" / "secn2" / "pfc.csv").set_index("node")
     assert paused.loc[["h1", "h2", "h3"], "paused_s"].gt(0).any()
     assert paused.loc["h4", "paused_s"] == 0
+    got = summary(open_run(tmp_path / "True" / "secn2"))
+    assert got["pfc_host_pause_s"] == pytest.approx(paused.loc[paused.kind == "host",
+                                                               "paused_s"].sum())
+    assert got["pfc_pause_s"] == 0  # one switch: only the hosts are paused
+    assert "pfc_pause_s" not in summary(open_run(tmp_path / "False" / "secn2"))

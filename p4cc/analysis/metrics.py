@@ -212,6 +212,11 @@ def summary(run: Run) -> dict[str, float]:
         out["utilization"] = float(tel["utilization"].mean())
         out["marked_pkts"] = float(tel["tx_marked_pkts"].sum())
         out["drops_pkts"] = float(tel["drops_pkts"].sum())
+    pfc = run.path / "pfc.csv"  # a simulator run with PFC (p4cc.sim.pfc)
+    if pfc.is_file():
+        paused = pd.read_csv(pfc).groupby("kind")["paused_s"].sum()
+        out["pfc_pause_s"] = float(paused.get("switch", 0.0))
+        out["pfc_host_pause_s"] = float(paused.get("host", 0.0))
     out["jain"] = fairness(run)
     io = iops(run)
     if not io.empty:

@@ -115,9 +115,9 @@ def _pfc_record(eng: Engine, sink: Any) -> None:
     assert eng.pfc is not None
     queues, nics = eng.pfc.pause_seconds(eng.dt)
     fab = eng.fabric
-    rows = [{"node": sw, "port": port, "paused_s": float(v)}
+    rows = [{"kind": "switch", "node": sw, "port": port, "paused_s": float(v)}
             for (sw, port), v in zip(fab.keys, queues, strict=True)]
-    rows += [{"node": h, "port": 0, "paused_s": float(v)}
+    rows += [{"kind": "host", "node": h, "port": 0, "paused_s": float(v)}
              for h, v in zip(fab.hosts, nics, strict=True)]
     pd.DataFrame(rows).to_csv(Path(sink.path) / "pfc.csv", index=False)
     sink.log(f"pfc: alpha={eng.pfc.alpha:g}; switch ports paused {queues.sum():.6g} s in "

@@ -31,7 +31,8 @@ from p4cc.experiment.sweep import SWEEP_FILE, is_complete
 #: the metrics aggregated (keys of p4cc.analysis.metrics.summary), in report order
 METRICS = ("fct_all_avg_s", "fct_all_p99_s", "fct_mice_avg_s", "fct_mice_p99_s",
            "fct_elephant_avg_s", "fct_elephant_p99_s", "slowdown_p50", "slowdown_p99",
-           "qlen_avg_bytes", "qlen_std_bytes", "utilization", "drops_pkts", "marked_pkts")
+           "qlen_avg_bytes", "qlen_std_bytes", "utilization", "drops_pkts", "marked_pkts",
+           "pfc_pause_s", "pfc_host_pause_s")
 LEVEL = 0.95
 
 
