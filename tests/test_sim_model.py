@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -255,7 +256,7 @@ def test_rlcc_policy_names_resolve_like_the_host() -> None:
     for name, kind in (("lstm", rlcc_policies.LstmPolicy), ("mlp", rlcc_policies.MlpPolicy),
                        ("trees", rlcc_trees.TreePolicy), ("reference",
                                                              rlcc_policies.ReferencePolicy)):
-        hook = make_hook("rlcc", scale, name)
+        hook: Any = make_hook("rlcc", scale, name)  # (an RlccHook: it has a policy)
         assert isinstance(hook.policy, kind)
 
 
