@@ -4,6 +4,7 @@ pauses that spread upstream, and the option's checks."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +125,7 @@ SPEC: dict[str, object] = {
 }
 
 
-def _quiet(label: str, duration: float) -> object:
+def _quiet(label: str, duration: float) -> Callable[[float], None]:
     return lambda t: None
 
 
