@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 
 from p4cc.controlplane.agents.static import StaticAgent, agent_names, make_agent
 from p4cc.controlplane.ecn import EcnConfig, static_setting
-from p4cc.controlplane.telemetry import BITMAP_BITS, Snapshot, linear_count, port_records
+from p4cc.controlplane.telemetry import (
+    BITMAP_BITS,
+    DropBalance,
+    Snapshot,
+    linear_count,
+    port_records,
+)
 from p4cc.errors import ConfigError
 from p4cc.scale import Scale
 
@@ -162,3 +169,28 @@ def test_poller_resets_interval_registers_and_sketch_window() -> None:
     t[0] = 1.1
     assert poller.poll()[1].qlen_avg_bytes == 0.0
     assert regs.registers["flow_bytes_r0"][3] == 0  # window elapsed
+
+
+def test_drop_estimate_does_not_accumulate_read_skew() -> None:
+    """The offered counter read while 8 packets are between it and the sent counter at
+    every other poll: the intervals' residuals are +8, -8, +8, ...  Clipping each at
+    zero (before session 12) kept every +8; the balance reports the 30 real drops plus
+    at most one error."""
+    real = {40: 10, 41: 20}  # packets really dropped in intervals 40 and 41
+
+    def snap(i: int, offered: int, sent: int) -> Snapshot:
+        return Snapshot(float(i), {"port_offered": {1: (offered, offered * 1000)},
+                                   "port_tx": {1: (sent, sent * 1000)}}, _regs(1))
+
+    reads, dropped = [snap(0, 0, 0)], 0
+    for i in range(1, 101):
+        dropped += real.get(i, 0)
+        reads.append(snap(i, 100 * i + dropped + (8 if i % 2 else 0), 100 * i))
+    balance = DropBalance()
+    clipped = sum(port_records("s", [1], a, b, SCALE, {}, {})[1].drops_pkts
+                  for a, b in itertools.pairwise(reads))
+    balanced = [port_records("s", [1], a, b, SCALE, {}, {}, balance)[1].drops_pkts
+                for a, b in itertools.pairwise(reads)]
+    assert clipped >= 8 * 50  # (every +8 kept)
+    assert 30 <= sum(balanced) <= 30 + 8 and min(balanced) >= 0
+    assert sum(balanced[:39]) <= 8  # nothing but one error before the real drops
