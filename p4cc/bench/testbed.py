@@ -4,8 +4,10 @@ Runs ``p4cc/data/testbed.yaml`` (or ``--spec``) on the bmv2 backend (``--backend
 into a temporary directory (or ``--out``) and yields one record per run: wall time,
 the fidelity verdict (p4cc.experiment.bmv2.fidelity) and its failed checks, flows
 started/completed, mean FCT, mice p99 FCT (the report's mice: < 100 KB x the workloads'
-size scale) and the busiest port's mean utilisation, queue and drops (the figures issue
-10 compares with the simulator on the same schedule); then a summary with the
+size scale) and the busiest port's mean utilisation, queue and drops (telemetry's
+estimate; the figures issue 10 compares with the simulator on the same schedule), the
+exact ``switch_drops_pkts`` and ``forward_loss_pkts`` of ``p4cc report --losses``
+(p4cc.analysis.losses; the simulator's forward loss is None); then a summary with the
 machine's load and BMv2 build.
 ``--seeds 1,2,3`` plays several seeds.  Without BMv2 or root: one skip record.
 """
@@ -25,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.analysis.losses import run_losses
 from p4cc.analysis.metrics import queue_stats, summary
 from p4cc.analysis.runs import open_run
 from p4cc.bench.dataplane import bmv2_build_flags
@@ -74,6 +77,12 @@ def _bottleneck(path: Path) -> dict[str, Any]:
     out.update({"bottleneck": f"{sw}:{port}", "bottleneck_util": round(float(b["utilization"]), 3),
                 "bottleneck_qlen_avg_bytes": round(float(b["qlen_avg_bytes"]), 1),
                 "bottleneck_drops_pkts": int(b["drops_pkts"])})
+    try:  # exact: kernel counters and receivers' datagrams (p4cc.analysis.losses)
+        lost = run_losses(r)
+        out.update({"switch_drops_pkts": lost.switch_drops, "forward_loss_pkts":
+                    lost.forward_loss})
+    except P4ccError:  # a run without the files (older runs, other backends)
+        pass
     return out
 
 
