@@ -4,12 +4,15 @@ The options are those of ``host send`` (the flows; none: receive only) plus the
 receiver's (``--listen-port``, ``--recv-out``, ``--no-recv``, ...); the records are the
 files the two commands write.  The receiver binds before anything else, then
 ``args.gate`` (if the caller set one: the BMv2 backend's wrapper waits there for the
-run's t0, p4cc.experiment.bmv2.hosts) and the sender's clock starts.
+run's t0, p4cc.experiment.bmv2.hosts, and returns it) and the sender's clock starts, at
+that t0 (SenderConfig.t0_epoch): all hosts of a run count flow start times from the
+same instant however long each took to set up.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -99,8 +102,9 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"listening": rx.port, "cnp_interval_s": rx.cfg.cnp_interval_s}),
                   flush=True)
         gate = getattr(args, "gate", None)
-        if gate is not None:
-            gate()
+        t0 = gate() if gate is not None else None
+        if t0 is not None and tx_cfg is not None:  # the run's t0: every host's clock
+            tx_cfg = dataclasses.replace(tx_cfg, t0_epoch=t0)
         if make is not None:
             tx = Sender(specs, params.wrap(make), tx_cfg, args.out)
         if args.monitor:

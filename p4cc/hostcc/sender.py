@@ -152,7 +152,8 @@ class Sender(SendPaths):
     # -- the loop, in steps ----------------------------------------------------------
     def open(self) -> Sender:
         """Set up in the calling thread (netns, record files, HTB qdisc) and start the
-        clock: flow start times count from here.  ``close`` undoes it (also on error)."""
+        clock: flow start times count from here, or from ``cfg.t0_epoch``.  ``close``
+        undoes it (also on error)."""
         if self.cfg.netns:
             enter_netns(self.cfg.netns)
         if self.out_dir:
@@ -166,8 +167,10 @@ class Sender(SendPaths):
                                                ceil_floor_bps=floor))
             self._pacer.start()
         self._cpu0 = time.thread_time()
-        self.t0 = time.monotonic()
-        self.t0_epoch = time.time()
+        self.t0, self.t0_epoch = time.monotonic(), time.time()
+        if self.cfg.t0_epoch is not None:  # the run's t0, before or after this instant
+            self.t0 -= self.t0_epoch - self.cfg.t0_epoch
+            self.t0_epoch = self.cfg.t0_epoch
         return self
 
     def readers(self) -> list[socket.socket]:

@@ -66,6 +66,12 @@ class SenderConfig:
         default=None, metadata={"help": "file shared by the senders of a run: completed "
                                 "flows' refs, for flows that start ``after`` one"})
     ecn: bool = field(default=True, metadata={"help": "send data as ECT(0)"})
+    t0_epoch: float | None = field(
+        default=None,
+        metadata={"help": "Unix time the flows' start times count from (the run's t0, "
+                  "shared by every host of a run); None: when the sender opens.  Hosts "
+                  "that open later (netns, files, HTB set-up on a busy machine) then start "
+                  "their first flows late instead of shifting all of them"})
     pad_data: bool = field(
         default=False,
         metadata={"help": "pad every data packet to pkt_bytes (a flow's short last packet "

@@ -231,8 +231,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     go = Path(args.go)
 
-    def gate() -> None:
-        """Ready, then wait for the go file and for t0."""
+    def gate() -> float:
+        """Ready, then wait for the go file and for t0; returns t0 (Unix time)."""
         Path(args.ready).write_text(str(os.getpid()))
         t0 = read_go(go, time.monotonic() + GO_TIMEOUT_S)
         if t0 is None:
@@ -240,6 +240,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         delay = t0 - time.time()
         if delay > 0:
             time.sleep(delay)  # waiting for a wall-clock instant, not for a condition
+        return t0
 
     try:  # the exit codes of p4cc's main: 2 for a P4ccError, 130 when interrupted
         if cmd.host_command == "run":
