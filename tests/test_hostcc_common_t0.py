@@ -83,3 +83,31 @@ def test_the_wrapper_gate_hands_t0_to_host_run(tmp_path: Path) -> None:
     rec = read_records(tmp_path / "fct.csv")[0]
     assert rec["completed"] == "True" and float(rec["start_s"]) >= 0.4
     assert float(rec["start_epoch"]) - float(rec["start_s"]) == pytest.approx(t0, abs=1e-3)
+
+
+def test_the_wrapper_gate_hands_t0_to_host_send(tmp_path: Path) -> None:
+    """The default BMv2 layout runs ``host send`` apart from the receiver (a
+    receive-only ``host run``): its flows count from the go file's t0 too."""
+    port = random.randrange(20000, 40000)
+    rx = subprocess.Popen([sys.executable, "-m", "p4cc", "host", "run", "--bind", "127.0.0.1",
+                           "--listen-port", str(port), "--until-flows", "1", "--duration",
+                           "30", "--out", str(tmp_path / "rx")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert rx.stdout is not None and "listening" in rx.stdout.readline()
+        go = tmp_path / "go"
+        t0 = time.time() - 0.4
+        bmv2_hosts.write_go(go, t0)
+        tx = subprocess.run([sys.executable, "-m", "p4cc.experiment.bmv2.hosts", "--ready",
+                             str(tmp_path / "ready"), "--go", str(go), "--", "host", "send",
+                             "--dst", "127.0.0.1", "--port", str(port), "--size", "3000",
+                             "--cc", "fixed:20e6", "--deadline", "30", "--out",
+                             str(tmp_path / "tx")], capture_output=True, text=True, timeout=60)
+        assert tx.returncode == 0, tx.stderr
+        rx.communicate(timeout=30)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+    rec = read_records(tmp_path / "tx" / "fct.csv")[0]
+    assert rec["completed"] == "True" and float(rec["start_s"]) >= 0.4
+    assert float(rec["start_epoch"]) - float(rec["start_s"]) == pytest.approx(t0, abs=1e-3)

@@ -78,7 +78,9 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
                         ack_interval_s=args.ack_interval, completions=args.completions,
-                        pad_data=bool(getattr(args, "pad", False)))
+                        pad_data=bool(getattr(args, "pad", False)),
+                        # the run's t0 when the BMv2 wrapper set it (p4cc.experiment.bmv2.hosts)
+                        t0_epoch=getattr(args, "t0_epoch", None))
 
 
 def _probe_quiet(args: argparse.Namespace) -> float | None:

@@ -245,8 +245,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
     try:  # the exit codes of p4cc's main: 2 for a P4ccError, 130 when interrupted
         if cmd.host_command == "run":
             cmd.gate = gate  # called once its receiver listens
-        else:
-            gate()
+        else:  # (host send: its flows count from t0 too, host recv ignores it)
+            cmd.t0_epoch = gate()
         return int(cmd.func(cmd) or 0)
     except NoGo as exc:
         print(exc, file=sys.stderr)
