@@ -63,10 +63,11 @@ class SimBackend:
         topo = spec.topo()
         cc, _, variant = str(spec.host_cc).partition(":")
         base = self.config or SimConfig()
+        pfc_alpha = getattr(spec, "pfc_alpha", None)  # (specs may be duck-typed)
         cfg = SimConfig(**{**base.to_dict(), "cc": cc, "seed": int(sink.seed),
                            "telemetry_interval_s": float(spec.interval_s),
-                           "pfc": spec.pfc_alpha is not None,
-                           "pfc_alpha": spec.pfc_alpha or base.pfc_alpha,
+                           "pfc": pfc_alpha is not None,
+                           "pfc_alpha": pfc_alpha or base.pfc_alpha,
                            "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
         fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
