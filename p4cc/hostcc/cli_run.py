@@ -12,7 +12,6 @@ same instant however long each took to set up.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import signal
@@ -102,9 +101,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps({"listening": rx.port, "cnp_interval_s": rx.cfg.cnp_interval_s}),
                   flush=True)
         gate = getattr(args, "gate", None)
-        t0 = gate() if gate is not None else None
-        if t0 is not None and tx_cfg is not None:  # the run's t0: every host's clock
-            tx_cfg = dataclasses.replace(tx_cfg, t0_epoch=t0)
+        if gate is not None and tx_cfg is not None:  # the run's t0: every host's clock,
+            args.t0_epoch = gate()  # read by sender_config as for ``host send``
+            tx_cfg = sender_config(args, scale)
+        elif gate is not None:
+            gate()
         if make is not None:
             tx = Sender(specs, params.wrap(make), tx_cfg, args.out)
         if args.monitor:
