@@ -85,6 +85,12 @@ class Sender(SendPaths):
         self._srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
         self._cpu0 = 0.0
         self._closed = False
+        # flows with a start time, in start order; each is set up (socket, controller, HTB
+        # class) prepare_ahead_s before it, so that the set-up does not delay its start
+        self._timed = [s for s in self.specs if s.after < 0]
+        self._prep_next = 0
+        self._prepared: dict[int, tuple[int, socket.socket, RateController]] = {}
+        self._next_fid = 1
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> Sender:
@@ -198,6 +204,9 @@ class Sender(SendPaths):
                 self._traces.close()
             for _f, s in self.flows:
                 s.close()
+            for _fid, s, _ctl in self._prepared.values():  # set up, never started
+                s.close()
+            self._prepared.clear()
             self.chain.close()
             self._done.set()
 
@@ -210,6 +219,7 @@ class Sender(SendPaths):
         cfg, chain, active = self.cfg, self.chain, self._active
         t = time.monotonic() - self.t0
         self._start_due(t)
+        self._prepare(t)
         if not active and chain.exhausted():
             return None
         wake = min(t + 0.005, chain.next_start())
@@ -241,8 +251,8 @@ class Sender(SendPaths):
     def _start_due(self, t: float) -> None:
         cfg = self.cfg
         for spec in self.chain.due(t):
-            fid = len(self.flows) + 1
-            ctl = self.make_ctl(spec)
+            prepared = self._prepared.pop(id(spec), None)
+            fid, sock, ctl = prepared if prepared is not None else self._set_up(spec, t)
             ack_iv = cfg.ack_interval_s
             if ack_iv is None:  # what the controller asks for (RL-CC: RTT samples)
                 ack_iv = getattr(ctl, "ack_interval_s", None)
@@ -250,10 +260,9 @@ class Sender(SendPaths):
                         cfg.ack_every, rto_max_s=cfg.rto_max_s,
                         srtt_s=self._srtt.get(spec.dst), rtt_window=cfg.rtt_window,
                         ack_interval_s=ack_iv, pad=cfg.pad_data)
-            sock = self._open(fid, spec)
             rate = flow.ctl.rate_bps(t)
-            if self._pacer is not None:
-                self._pacer.add_flow(sock.getsockname()[1], rate)
+            if prepared is not None and self._pacer is not None:  # (free if unchanged)
+                self._pacer.set_rate(sock.getsockname()[1], rate)
             with self._lock:
                 self.flows.append((flow, sock))
             self.probe_schedule.add(fid, t)
@@ -289,6 +298,31 @@ class Sender(SendPaths):
             gap = (cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / rate
             wake = min(wake, t + min(max(gap / 2, 2e-4), 5e-3))
         return wake
+
+    def _prepare(self, t: float) -> None:
+        """Set up the scheduled flows that start within ``prepare_ahead_s`` of ``t`` (those
+        due by ``t`` have just been started, or skipped, by ``_start_due``)."""
+        timed, ahead = self._timed, self.cfg.prepare_ahead_s
+        while ahead > 0 and self._prep_next < len(timed) \
+                and timed[self._prep_next].start_s <= t + ahead:
+            spec = timed[self._prep_next]
+            self._prep_next += 1
+            if t < spec.start_s <= spec.stop_s:  # (the chain skips one after its stop)
+                self._prepared[id(spec)] = self._set_up(spec, spec.start_s)
+
+    def _set_up(self, spec: FlowSpec, t: float) -> tuple[int, socket.socket, RateController]:
+        """A flow's local id, socket and controller, and its HTB class at the controller's
+        rate at ``t``."""
+        fid, self._next_fid = self._next_fid, self._next_fid + 1
+        ctl = self.make_ctl(spec)
+        sock = self._open(fid, spec)
+        try:
+            if self._pacer is not None:
+                self._pacer.add_flow(sock.getsockname()[1], max(ctl.rate_bps(t), 1.0))
+        except BaseException:
+            sock.close()
+            raise
+        return fid, sock, ctl
 
     def _open(self, i: int, spec: FlowSpec) -> socket.socket:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
