@@ -34,6 +34,8 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
                 ``rate_bps``, capped at the host's NIC rate less what its other flows sent
                 in the window); only windows in which the host had flows running
                 throughout (:mod:`p4cc.experiment.bmv2.fidelity_host`).
+``flow_start``  every flow started at most ``start_late_rtts`` base RTTs after its
+                scheduled time (:mod:`p4cc.experiment.bmv2.fidelity_host`).
 ``poll``        every telemetry poll started within ``poll_late`` of Δt after its
                 deadline and read its counters and registers within ``read_span`` of Δt.
 
@@ -55,9 +57,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from p4cc.experiment.bmv2.fidelity_host import host_rate_check
+from p4cc.experiment.bmv2.fidelity_host import flow_start_check, host_rate_check
 
-CHECKS = ("port_rate", "byte_rate", "switch_cpu", "switch_backlog", "host_rate", "poll")
+CHECKS = ("port_rate", "byte_rate", "switch_cpu", "switch_backlog", "host_rate", "flow_start",
+          "poll")
 #: violations kept in fidelity.json (all of them go to fidelity.csv)
 JSON_VIOLATIONS = 50
 
@@ -81,6 +84,7 @@ class Tolerances:
     backlog_min_pkts: float = 50.0  # floor (IPv6/ARP noise, interpolation of counters)
     host_rate: float = 0.30  # go-back-N rewinds and flow ends make hosts send less
     host_window_s: float = 1.0
+    start_late_rtts: float = 1.0  # a flow's start, after its scheduled time (base RTTs)
     poll_late: float = 0.5  # of Δt
     read_span: float = 0.2  # of Δt
     allowed: float = 0.02  # fraction of checked intervals that may violate a check
@@ -321,6 +325,7 @@ class RunFacts:
     interval_s: float
     nic_bps: Mapping[str, float]
     frame_over_payload: float = 1.0
+    base_rtt_s: float = 0.0  # the scale's (0: flow starts are not judged)
 
     @property
     def port_pps(self) -> dict[str, float]:
@@ -339,12 +344,15 @@ class RunFacts:
 
 
 def evaluate(facts: RunFacts, tele: pd.DataFrame, cpu: pd.DataFrame, polls: pd.DataFrame,
-             traces: pd.DataFrame, tol: Tolerances | None = None) -> Verdict:
+             traces: pd.DataFrame, tol: Tolerances | None = None,
+             starts: pd.DataFrame | None = None) -> Verdict:
     tol = tol or Tolerances()
     res = port_checks(tele, facts.port_rate_bps, facts.pkt_bytes, tol)
     res["switch_cpu"] = switch_cpu_check(cpu, facts.port_pps, tol)
     res["switch_backlog"] = backlog_check(tele, cpu, facts.switch_pps, facts.pkt_bytes, tol)
     res["host_rate"] = host_rate_check(traces, facts.nic_bps, facts.frame_over_payload, tol)
+    if starts is not None:
+        res["flow_start"] = flow_start_check(starts, facts.base_rtt_s, tol)
     res["poll"] = poll_check(polls, facts.interval_s, tol)
     return verdict(res, tol)
 

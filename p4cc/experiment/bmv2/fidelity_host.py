@@ -1,17 +1,25 @@
-"""The fidelity verdict's ``host_rate`` check (see :mod:`p4cc.experiment.bmv2.fidelity`):
-did each sender host send what its flows' congestion control asked for?
+"""The fidelity verdict's host checks (see :mod:`p4cc.experiment.bmv2.fidelity`).
+
+``host_rate``: did each sender host send what its flows' congestion control asked for?
 
 Per host and window of ``Tolerances.host_window_s``, the flows that ran (and had data to
 send) the whole window must have sent at least ``1 - host_rate`` of what their CC asked,
 capped at what the host's NIC had left for them: the NIC's rate minus what the host's other
 flows -- started, ended or idle during the window -- sent in it (they share the NIC's
 HTB class; a host whose two long flows make room for three new ones did not fall behind).
+
+``flow_start``: did each flow start when the schedule said?  The simulator starts a flow
+at its scheduled time; a host that starts it later (a late wake-up of its loop on a busy
+machine, set-up work before the first packet) changes what the flow meets in the queues
+and spreads an incast's flows apart.  A flow may start at most ``start_late_rtts`` base
+RTTs after its scheduled time (the time a congestion-control loop takes to react).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
@@ -24,6 +32,8 @@ class HostTolerances(Protocol):
     def host_rate(self) -> float: ...
     @property
     def host_window_s(self) -> float: ...
+    @property
+    def start_late_rtts(self) -> float: ...
 
 
 def _bytes_in_window(g: pd.DataFrame, flows: pd.Index, t0: float, t1: float) -> float:
@@ -79,3 +89,42 @@ def host_rate_check(traces: pd.DataFrame, nic_bps: Mapping[str, float], frame_ov
                                            "other flows)"})
             t += w
     return checked, rows
+
+
+START_COLUMNS = ["host", "flow_id", "sched_start_s", "start_s"]
+
+
+def read_starts(hosts_dir: Path, hosts: Sequence[str]) -> pd.DataFrame:
+    """Every sender's flows' scheduled and actual start times (``send/fct.csv``, run
+    clock; flows that never started are left out)."""
+    frames = []
+    for h in hosts:
+        try:
+            df = pd.read_csv(hosts_dir / h / "send" / "fct.csv",
+                             usecols=["flow_id", "sched_start_s", "start_s"])
+        except (OSError, ValueError, pd.errors.EmptyDataError):
+            continue
+        frames.append(df.dropna().assign(host=h)[START_COLUMNS])
+    if not frames:
+        return pd.DataFrame(columns=START_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def flow_start_check(starts: pd.DataFrame, base_rtt_s: float, tol: HostTolerances
+                     ) -> tuple[int, list[dict[str, Any]]]:
+    """``starts``: host, flow_id, sched_start_s, start_s (see :func:`read_starts`); one
+    checked item per flow.  Not judged without a base RTT."""
+    rows: list[dict[str, Any]] = []
+    if starts.empty or not base_rtt_s > 0:
+        return 0, rows
+    limit = tol.start_late_rtts * base_rtt_s
+    late = starts["start_s"].astype(float) - starts["sched_start_s"].astype(float)
+    r: Any
+    for r, lag in zip(starts.itertuples(index=False), late, strict=True):
+        if lag > limit:
+            rows.append({"t_s": float(r.sched_start_s), "interval_s": float(lag),
+                         "check": "flow_start", "where": str(r.host),
+                         "reason": f"flow {int(r.flow_id)} started {lag * 1e3:.1f} ms after "
+                                   f"its scheduled time (limit {limit * 1e3:.1f} ms = "
+                                   f"{tol.start_late_rtts:g} base RTT)"})
+    return len(starts), rows

@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from p4cc.experiment.bmv2 import fidelity as fid
+from p4cc.experiment.bmv2.fidelity_host import read_starts
 from p4cc.experiment.bmv2.procmon import SwitchSampler
 from p4cc.experiment.bmv2.records import RecordQueues
 from p4cc.experiment.session import FabricSession
@@ -40,7 +41,7 @@ def facts(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession) -> fid.R
              for name, ctl in session.controls.items() for p in ctl.ports}
     nic = {h.name: float(topo.link_at(h.name, 0).rate_bps) for h in topo.hosts}
     return fid.RunFacts(rates, pkt, float(spec.interval_s), nic,
-                        pkt / frame_payload_bytes(pkt))
+                        pkt / frame_payload_bytes(pkt), float(topo.scale.base_rtt_s))
 
 
 def judge(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession,
@@ -53,4 +54,5 @@ def judge(spec: ExperimentSpec, topo: TopoSpec, session: FabricSession,
 
     payload = frame_payload_bytes(topo.scale.pkt_bytes)
     traces = fid.read_traces(hosts_dir, senders, payload)
-    return fid.evaluate(facts(spec, topo, session), tele, cpu, polls, traces, tol)
+    starts = read_starts(hosts_dir, senders)
+    return fid.evaluate(facts(spec, topo, session), tele, cpu, polls, traces, tol, starts)
