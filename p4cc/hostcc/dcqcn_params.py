@@ -6,7 +6,7 @@ Re-exported by :mod:`p4cc.hostcc.dcqcn`; see that module for the semantics.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 
 from p4cc.errors import ConfigError
@@ -120,24 +120,67 @@ def _paper_sets(paper_line_bps: float) -> dict[str, dict[str, object]]:
 
 
 DCQCN_PARAM_SETS = ("hpcc-ns3", "golden", "dcqcn-paper", "nvidia")
+#: what ``set,key=value`` may change (the rest is the host's or the set's identity)
+_CHANGEABLE = {f.name: f.type for f in fields(DcqcnParams)
+               if f.name not in ("line_rate_bps", "name")}
+
+
+def _value(key: str, text: str) -> object:
+    kind = str(_CHANGEABLE[key])
+    low = text.strip().lower()
+    if "bool" in kind:
+        if low not in ("true", "false", "1", "0"):
+            raise ValueError("not a boolean (true/false)")
+        return low in ("true", "1")
+    if "None" in kind and low == "none":
+        return None
+    num = float(low)
+    if "int" in kind:
+        if not num.is_integer():
+            raise ValueError("not a whole number")
+        return int(num)
+    return num
+
+
+def split_set_name(name: str) -> tuple[str, dict[str, object]]:
+    """``"hpcc-ns3,min_rate_bps=1e8,g=0.01"`` -> ("hpcc-ns3", {min_rate_bps: 1e8, g: 0.01}):
+    a named set and the paper-domain values it changes (a DcqcnParams field each; ``none``
+    turns off the byte counter or the decrease check).  ConfigError names what is wrong."""
+    base, *items = [x.strip() for x in str(name).split(",")]
+    if base not in DCQCN_PARAM_SETS:
+        raise ConfigError(f"unknown DCQCN parameter set {base!r}; choose one of "
+                          f"{list(DCQCN_PARAM_SETS)} (optionally with changes: "
+                          f"{DCQCN_PARAM_SETS[0]},min_rate_bps=1e8)")
+    changed: dict[str, object] = {}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or key not in _CHANGEABLE:
+            raise ConfigError(f"DCQCN parameter change {item!r} in {name!r}: write key=value "
+                              f"with key one of {sorted(_CHANGEABLE)}")
+        try:
+            changed[key] = _value(key, text)
+        except ValueError as exc:
+            raise ConfigError(f"DCQCN parameter change {item!r} in {name!r}: {exc}") from None
+    return base, changed
 
 
 def dcqcn_params(name: str, line_rate_bps: float, scale: Scale | None = None,
                  **overrides: object) -> DcqcnParams:
     """The named REFERENCE §2 parameter set for a host with ``line_rate_bps``.
 
-    With ``scale`` the set is taken at the paper-domain line rate
-    ``line_rate_bps / scale.rate_factor``; then rates (R_AI, R_HAI, min rate) are
-    multiplied by ``scale.rate_factor``, times (α period, decrease check, increase
-    timer) by ``scale.time_factor`` and the byte counter by ``scale.bdp_factor``.
+    ``name`` may change some of the set's values, in the paper domain:
+    ``hpcc-ns3,min_rate_bps=1e8`` (see :func:`split_set_name`).  With ``scale`` the set
+    is taken at the paper-domain line rate ``line_rate_bps / scale.rate_factor``; then
+    rates (R_AI, R_HAI, min rate) are multiplied by ``scale.rate_factor``, times (α
+    period, decrease check, increase timer) by ``scale.time_factor`` and the byte counter
+    by ``scale.bdp_factor``.  ``overrides`` are taken as they are (host units).
     """
-    if name not in DCQCN_PARAM_SETS:
-        raise ConfigError(f"unknown DCQCN parameter set {name!r}; choose one of "
-                          f"{list(DCQCN_PARAM_SETS)}")
+    base, changed = split_set_name(name)
     rf = scale.rate_factor if scale is not None else 1.0
     tf = scale.time_factor if scale is not None else 1.0
     bf = scale.bdp_factor if scale is not None else 1.0
-    values = dict(_paper_sets(line_rate_bps / rf)[name])
+    values = {**_paper_sets(line_rate_bps / rf)[base], **changed}
     for k in ("rai_bps", "rhai_bps", "min_rate_bps"):
         values[k] = float(values[k]) * rf  # type: ignore[arg-type]
     values["min_rate_bps"] = min(float(values["min_rate_bps"]), line_rate_bps)  # type: ignore[arg-type]
