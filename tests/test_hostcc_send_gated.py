@@ -4,6 +4,7 @@ tests/test_hostcc_pacing_root.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fixed_cc import Fixed
@@ -26,6 +27,10 @@ class StandInPacer:
     def add_flow(self, sport: int, rate_bps: float) -> int:
         self.rates.append(rate_bps)
         return sport
+
+    def add_flow_async(self, sport: int, rate_bps: float) -> Callable[[], int]:
+        done = self.add_flow(sport, rate_bps)  # (the stand-in's work is done at once)
+        return lambda: done
 
     def set_rate(self, sport: int, rate_bps: float) -> None:
         self.rates.append(rate_bps)

@@ -158,6 +158,14 @@ class HtbPacer:
         result: int = self._call(lambda: self._add_flow(sport, rate_bps))
         return result
 
+    def add_flow_async(self, sport: int, rate_bps: float) -> Callable[[], int]:
+        """Queue the class and filter of a flow for the pacer's thread and return at once
+        (a sender sets up its next flows without stalling the running ones); the returned
+        function waits until the kernel has them (raising what creating them raised).
+        ``set_rate`` for ``sport`` only after that."""
+        box = self._submit(lambda: self._add_flow(sport, rate_bps))
+        return lambda: int(self._result(box))
+
     @property
     def floor_bps(self) -> float:
         """The lowest rate a flow class is ever set to; below it the owner must pace."""
@@ -201,11 +209,17 @@ class HtbPacer:
 
     # -- updater thread -----------------------------------------------------------------
     def _call(self, fn: Callable[[], Any]) -> Any:
+        return self._result(self._submit(fn))
+
+    def _submit(self, fn: Callable[[], Any]) -> queue.Queue[Any]:
         if self._thread is None or not self._thread.is_alive():
             raise P4ccError("pacer thread is not running")
         box: queue.Queue[Any] = queue.Queue(1)
         self._cmds.put((fn, box))
         self._wake.set()
+        return box
+
+    def _result(self, box: queue.Queue[Any]) -> Any:
         try:
             ok, value = box.get(timeout=CALL_TIMEOUT_S)
         except queue.Empty:

@@ -41,6 +41,13 @@ from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
 log = logging.getLogger(__name__)
 
 ControllerFactory = Callable[[FlowSpec], RateController]
+#: a flow set up before it starts: local id, socket, controller, and a call that waits
+#: until its HTB class exists (p4cc.hostcc.pacing.HtbPacer.add_flow_async)
+SetUp = tuple[int, socket.socket, RateController, Callable[[], object]]
+
+
+def _ready() -> None:
+    return None
 
 
 class Sender(SendPaths):
@@ -89,7 +96,7 @@ class Sender(SendPaths):
         # class) prepare_ahead_s before it, so that the set-up does not delay its start
         self._timed = [s for s in self.specs if s.after < 0]
         self._prep_next = 0
-        self._prepared: dict[int, tuple[int, socket.socket, RateController]] = {}
+        self._prepared: dict[int, SetUp] = {}
         self._next_fid = 1
 
     # -- control ---------------------------------------------------------------------
@@ -204,7 +211,7 @@ class Sender(SendPaths):
                 self._traces.close()
             for _f, s in self.flows:
                 s.close()
-            for _fid, s, _ctl in self._prepared.values():  # set up, never started
+            for _fid, s, _ctl, _wait in self._prepared.values():  # set up, never started
                 s.close()
             self._prepared.clear()
             self.chain.close()
@@ -252,7 +259,13 @@ class Sender(SendPaths):
         cfg = self.cfg
         for spec in self.chain.due(t):
             prepared = self._prepared.pop(id(spec), None)
-            fid, sock, ctl = prepared if prepared is not None else self._set_up(spec, t)
+            fid, sock, ctl, class_made = (prepared if prepared is not None
+                                          else self._set_up(spec, t, wait=True))
+            try:
+                class_made()  # (at once, unless the pacer's thread is still on it)
+            except BaseException:
+                sock.close()
+                raise
             ack_iv = cfg.ack_interval_s
             if ack_iv is None:  # what the controller asks for (RL-CC: RTT samples)
                 ack_iv = getattr(ctl, "ack_interval_s", None)
@@ -308,21 +321,27 @@ class Sender(SendPaths):
             spec = timed[self._prep_next]
             self._prep_next += 1
             if t < spec.start_s <= spec.stop_s:  # (the chain skips one after its stop)
-                self._prepared[id(spec)] = self._set_up(spec, spec.start_s)
+                self._prepared[id(spec)] = self._set_up(spec, spec.start_s, wait=False)
 
-    def _set_up(self, spec: FlowSpec, t: float) -> tuple[int, socket.socket, RateController]:
+    def _set_up(self, spec: FlowSpec, t: float, wait: bool) -> SetUp:
         """A flow's local id, socket and controller, and its HTB class at the controller's
-        rate at ``t``."""
+        rate at ``t``: made before returning (``wait``) or by the pacer's thread while the
+        loop goes on (then the last item waits for it)."""
         fid, self._next_fid = self._next_fid, self._next_fid + 1
         ctl = self.make_ctl(spec)
         sock = self._open(fid, spec)
+        class_made: Callable[[], object] = _ready
         try:
             if self._pacer is not None:
-                self._pacer.add_flow(sock.getsockname()[1], max(ctl.rate_bps(t), 1.0))
+                port, rate = sock.getsockname()[1], max(ctl.rate_bps(t), 1.0)
+                if wait:
+                    self._pacer.add_flow(port, rate)
+                else:
+                    class_made = self._pacer.add_flow_async(port, rate)
         except BaseException:
             sock.close()
             raise
-        return fid, sock, ctl
+        return fid, sock, ctl, class_made
 
     def _open(self, i: int, spec: FlowSpec) -> socket.socket:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
