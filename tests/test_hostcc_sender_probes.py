@@ -136,7 +136,10 @@ def test_flow_whose_acks_stop_is_probed_every_interval(rx: Receiver) -> None:
     assert len(quiet) >= 35 and quiet[0] > 0.3
     gaps = np.diff(quiet)
     assert np.median(gaps) == pytest.approx(IV, rel=0.25), gaps
-    assert gaps.min() > 0.5 * IV
+    # no two probes in one interval: their replies would come back well under 1 ms
+    # apart; a reply that a loaded machine delays shortens the gap after it (3.3 ms of
+    # the 8 ms seen with two simulations running), so the floor is a quarter interval
+    assert gaps.min() > 0.25 * IV
     assert flow.probes <= len(quiet) + 3  # (a few replies may still be on their way)
 
 
