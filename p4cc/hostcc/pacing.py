@@ -155,8 +155,7 @@ class HtbPacer:
 
     def add_flow(self, sport: int, rate_bps: float) -> int:
         """Create the class and filter of a flow (blocks until the kernel has them)."""
-        result: int = self._call(lambda: self._add_flow(sport, rate_bps))
-        return result
+        return self.add_flow_async(sport, rate_bps)()
 
     def add_flow_async(self, sport: int, rate_bps: float) -> Callable[[], int]:
         """Queue the class and filter of a flow for the pacer's thread and return at once

@@ -259,8 +259,7 @@ class Sender(SendPaths):
         cfg = self.cfg
         for spec in self.chain.due(t):
             prepared = self._prepared.pop(id(spec), None)
-            fid, sock, ctl, class_made = (prepared if prepared is not None
-                                          else self._set_up(spec, t, wait=True))
+            fid, sock, ctl, class_made = prepared if prepared is not None else self._set_up(spec, t)
             try:
                 class_made()  # (at once, unless the pacer's thread is still on it)
             except BaseException:
@@ -321,23 +320,20 @@ class Sender(SendPaths):
             spec = timed[self._prep_next]
             self._prep_next += 1
             if t < spec.start_s <= spec.stop_s:  # (the chain skips one after its stop)
-                self._prepared[id(spec)] = self._set_up(spec, spec.start_s, wait=False)
+                self._prepared[id(spec)] = self._set_up(spec, spec.start_s)
 
-    def _set_up(self, spec: FlowSpec, t: float, wait: bool) -> SetUp:
+    def _set_up(self, spec: FlowSpec, t: float) -> SetUp:
         """A flow's local id, socket and controller, and its HTB class at the controller's
-        rate at ``t``: made before returning (``wait``) or by the pacer's thread while the
-        loop goes on (then the last item waits for it)."""
+        rate at ``t``, which the pacer's thread makes while the loop goes on (the last item
+        waits for it)."""
         fid, self._next_fid = self._next_fid, self._next_fid + 1
         ctl = self.make_ctl(spec)
         sock = self._open(fid, spec)
         class_made: Callable[[], object] = _ready
         try:
             if self._pacer is not None:
-                port, rate = sock.getsockname()[1], max(ctl.rate_bps(t), 1.0)
-                if wait:
-                    self._pacer.add_flow(port, rate)
-                else:
-                    class_made = self._pacer.add_flow_async(port, rate)
+                class_made = self._pacer.add_flow_async(sock.getsockname()[1],
+                                                        max(ctl.rate_bps(t), 1.0))
         except BaseException:
             sock.close()
             raise
