@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from p4cc.errors import P4ccError, SwitchError
+from p4cc.experiment.bmv2 import sched
 
 #: give up waiting for the go file after this long (the backend died)
 GO_TIMEOUT_S = 120.0
@@ -224,6 +225,18 @@ def host_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _schedule_self(slice_s: float, rt_prio: int, switch_interval_s: float) -> None:
+    """Scheduler attributes first, so every thread started later inherits them; a kernel
+    that refuses them costs a line in the log, not the run (the verdict's flow_start
+    check says whether flows then started on time)."""
+    if switch_interval_s > 0:
+        sys.setswitchinterval(switch_interval_s)
+    try:
+        print(sched.apply_host_sched(slice_s, rt_prio), file=sys.stderr, flush=True)
+    except sched.SchedError as exc:
+        print(f"scheduling: kept the kernel's defaults: {exc}", file=sys.stderr, flush=True)
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m p4cc.experiment.bmv2.hosts")
     parser.add_argument("--ready", required=True, help="file to create once imported")
@@ -231,8 +244,21 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--nic-rate", type=float, default=0.0,
                         help="cap the host's HTB-paced aggregate at this rate (b/s): "
                         "passed to `host send --nic-rate`")
+    parser.add_argument("--slice-ms", type=float, default=0.0,
+                        help="request this EEVDF slice (ms, 0.1-100; 0: the kernel's) so "
+                        "the process runs soon after it wakes (p4cc.experiment.bmv2.sched)")
+    parser.add_argument("--rt-prio", type=int, default=0,
+                        help="run SCHED_RR at this real-time priority (1-99; 0: no)")
+    parser.add_argument("--switch-interval-ms", type=float, default=0.0,
+                        help="Python's GIL switch interval (ms; 0: Python's 5 ms): how "
+                        "long the sending loop may wait for the pacer's thread")
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="-- p4cc host arguments")
     args = parser.parse_args(argv)
+    if args.slice_ms and not sched.MIN_SLICE_S <= args.slice_ms / 1e3 <= sched.MAX_SLICE_S:
+        parser.error(f"--slice-ms {args.slice_ms:g}: the kernel takes 0.1-100 ms")
+    if not 0 <= args.rt_prio <= 99:
+        parser.error(f"--rt-prio {args.rt_prio}: real-time priorities are 1-99 (0: none)")
+    _schedule_self(args.slice_ms / 1e3, args.rt_prio, args.switch_interval_ms / 1e3)
     rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
     rest = with_nic_rate(rest, args.nic_rate)
     import p4cc.hostcc.cc

@@ -27,6 +27,9 @@ from p4cc.experiment.bmv2.control import set_autogroup_nice
 from p4cc.experiment.bmv2.limits import (
     GO_LEAD_S,
     HOST_NICE,
+    HOST_RT_PRIO,
+    HOST_SLICE_S,
+    HOST_SWITCH_INTERVAL_S,
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
     probe_interval_s,
@@ -51,6 +54,13 @@ MIN_BULK_S = 1.0
 #: sched_prio_to_weight: nice -5 3121, nice -8 6100 = 1.95 x 3121).  Measured: this did
 #: not bring its reply latency back to the split's (docs/emulation.md).
 BOTH_ROLES_NICE_STEPS = 3
+
+
+def host_sched_args() -> list[str]:
+    """The wrapper's scheduling options (limits.HOST_SLICE_S, HOST_RT_PRIO,
+    HOST_SWITCH_INTERVAL_S; p4cc.experiment.bmv2.sched)."""
+    return ["--slice-ms", f"{HOST_SLICE_S * 1e3:g}", "--rt-prio", str(HOST_RT_PRIO),
+            "--switch-interval-ms", f"{HOST_SWITCH_INTERVAL_S * 1e3:g}"]
 
 
 def _nan(v: Any) -> bool:
@@ -152,7 +162,8 @@ class HostProcesses:
             for role, cmd in parts:
                 tag = "" if role == "host" else f"-{role}"
                 argv = [sys.executable, "-m", "p4cc.experiment.bmv2.hosts", "--ready",
-                        str(d / f"ready{tag}"), "--go", str(self.hosts_dir / "go")]
+                        str(d / f"ready{tag}"), "--go", str(self.hosts_dir / "go"),
+                        *host_sched_args()]
                 if send and role != "recv":
                     argv += ["--nic-rate", f"{self.topo.link_at(h, 0).rate_bps:g}"]
                 cmd += ["--scale", scale.name, *self.extra_args(h, role)]
