@@ -185,6 +185,10 @@ def _send_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-max-pps", type=float, default=0.0,
                    help="cap of all this sender's probes, probes/s: with n flows each is "
                         "probed at most every n / cap s (default 0: no cap)")
+    p.add_argument("--start-rt-prio", type=int, default=0,
+                   help="SCHED_RR at this priority (1-99) while waiting for a flow's start "
+                        "time, so the flow starts on time on a busy CPU (needs root; "
+                        "default 0: off)")
     p.add_argument("--pad", action="store_true",
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")

@@ -79,6 +79,7 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
                         ack_interval_s=args.ack_interval, completions=args.completions,
                         pad_data=bool(getattr(args, "pad", False)),
+                        start_rt_prio=int(getattr(args, "start_rt_prio", 0) or 0),
                         # the run's t0 when the BMv2 wrapper set it (p4cc.experiment.bmv2.hosts)
                         t0_epoch=getattr(args, "t0_epoch", None))
 

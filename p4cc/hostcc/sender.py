@@ -34,6 +34,7 @@ from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec, RateController
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
 from p4cc.hostcc.rtt_samples import ProbeSchedule, TxStamps, kernel_time
+from p4cc.hostcc.sched import StartBoost
 from p4cc.hostcc.send_paths import SendPaths
 from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
@@ -98,6 +99,8 @@ class Sender(SendPaths):
         self._prep_next = 0
         self._prepared: dict[int, SetUp] = {}
         self._next_fid = 1
+        #: real-time priority for the wait before a flow's start (cfg.start_rt_prio)
+        self.boost = StartBoost(cfg.start_rt_prio)
 
     # -- control ---------------------------------------------------------------------
     def start(self) -> Sender:
@@ -197,6 +200,7 @@ class Sender(SendPaths):
             return
         self._closed = True
         self.cpu_s = time.thread_time() - self._cpu0 if self._cpu0 else 0.0
+        self._end_boost()
         try:
             if self._pacer is not None:
                 self._pacer.close()
@@ -253,7 +257,16 @@ class Sender(SendPaths):
                 self._fct_written.add(rec["flow_id"])
         if not active and chain.exhausted():  # done now: not one pass later
             return None
+        self.boost.set(chain.next_start() <= wake)  # the next wake is a flow's start
         return self.t0 + wake
+
+    def _end_boost(self) -> None:
+        self.boost.set(False)
+        if self.boost.error is not None:
+            log.warning("sender: no real-time priority before flow starts: %s",
+                        self.boost.error)
+        elif self.boost.boosts:
+            log.info("sender: real-time priority before %d flow starts", self.boost.boosts)
 
     def _start_due(self, t: float) -> None:
         cfg = self.cfg

@@ -85,6 +85,14 @@ class SenderConfig:
                   "start late; flows that start ``after`` another are set up when released "
                   "(0: every flow at its start)"})
 
+    start_rt_prio: int = field(
+        default=0,
+        metadata={"help": "run the sending thread SCHED_RR at this real-time priority "
+                  "while the next thing it waits for is a flow's start time, back to its "
+                  "own policy after the pass that starts the flow (p4cc.hostcc.sched."
+                  "StartBoost: on a CPU shared with busier processes it woke late for a "
+                  "start); needs CAP_SYS_NICE (0: off)"})
+
     def __post_init__(self) -> None:
         if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
             raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
@@ -98,6 +106,8 @@ class SenderConfig:
             raise ConfigError(f"max_token_debt_s={self.max_token_debt_s} must be >= 0 (0: off)")
         if not 0 <= self.prepare_ahead_s < float("inf"):
             raise ConfigError(f"prepare_ahead_s={self.prepare_ahead_s} must be >= 0 (0: off)")
+        if not 0 <= self.start_rt_prio <= 99:
+            raise ConfigError(f"start_rt_prio={self.start_rt_prio} must be in 1..99 (0: off)")
         if not 0 <= self.probe_max_pps < float("inf"):
             raise ConfigError(f"probe_max_pps={self.probe_max_pps} must be >= 0 (0: no cap)")
         for name in ("probe_interval_s", "rto_s", "rto_max_s", "trace_interval_s"):

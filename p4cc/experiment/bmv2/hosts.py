@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from p4cc.errors import P4ccError, SwitchError
-from p4cc.experiment.bmv2 import sched
+from p4cc.hostcc import sched
 
 #: give up waiting for the go file after this long (the backend died)
 GO_TIMEOUT_S = 120.0
@@ -246,7 +246,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
                         "passed to `host send --nic-rate`")
     parser.add_argument("--slice-ms", type=float, default=0.0,
                         help="request this EEVDF slice (ms, 0.1-100; 0: the kernel's) so "
-                        "the process runs soon after it wakes (p4cc.experiment.bmv2.sched)")
+                        "the process runs soon after it wakes (p4cc.hostcc.sched)")
     parser.add_argument("--rt-prio", type=int, default=0,
                         help="run SCHED_RR at this real-time priority (1-99; 0: no)")
     parser.add_argument("--switch-interval-ms", type=float, default=0.0,

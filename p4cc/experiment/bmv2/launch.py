@@ -29,6 +29,7 @@ from p4cc.experiment.bmv2.limits import (
     HOST_NICE,
     HOST_RT_PRIO,
     HOST_SLICE_S,
+    HOST_START_RT_PRIO,
     HOST_SWITCH_INTERVAL_S,
     IPERF_BASE_PORT,
     STARTUP_TIMEOUT_S,
@@ -58,7 +59,7 @@ BOTH_ROLES_NICE_STEPS = 3
 
 def host_sched_args() -> list[str]:
     """The wrapper's scheduling options (limits.HOST_SLICE_S, HOST_RT_PRIO,
-    HOST_SWITCH_INTERVAL_S; p4cc.experiment.bmv2.sched)."""
+    HOST_SWITCH_INTERVAL_S; p4cc.hostcc.sched)."""
     return ["--slice-ms", f"{HOST_SLICE_S * 1e3:g}", "--rt-prio", str(HOST_RT_PRIO),
             "--switch-interval-ms", f"{HOST_SWITCH_INTERVAL_S * 1e3:g}"]
 
@@ -189,7 +190,8 @@ class HostProcesses:
         return ["--schedule", str(d / "schedule.json"), "--cc", cc, "--dev", f"{h}-eth0",
                 "--out", str(d / "send"), "--probe-interval", f"{probe:g}",
                 "--probe-max-pps", f"{self.probe_cap:g}", "--pad",
-                "--completions", str(self.hosts_dir / "completions"), "--deadline",
+                "--completions", str(self.hosts_dir / "completions"),
+                "--start-rt-prio", str(HOST_START_RT_PRIO), "--deadline",
                 f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
                 *quiet_args(cc)]
 

@@ -165,13 +165,18 @@ SWITCH_NICE = -10
 #: backend raises their groups too, below the switches.  Measured (load ~8 from other
 #: sessions): hosts sent 3 of the 7 Mb/s their CC asked for at group nice 0.
 HOST_NICE = -5
-#: Host processes ask for a 0.1 ms EEVDF slice (p4cc.experiment.bmv2.sched), so that a
+#: Host processes ask for a 0.1 ms EEVDF slice (p4cc.hostcc.sched), so that a
 #: process waking for a flow's start or a reply preempts a switch instead of waiting
 #: for its slice to end: at the default slice (1.4 ms on two cores) 6.4 % of the
 #: default experiment's flows started more than 4 ms late (session 13).
 HOST_SLICE_S = 1e-4
-#: > 0: host processes run SCHED_RR at this real-time priority instead (sched.py)
+#: > 0: host processes run SCHED_RR at this real-time priority instead (sched.py).
+#: Off: on the default experiment every flow then started on time, but the switches
+#: starved in 12-17 % of their CPU windows (session 14, docs/emulation.md)
 HOST_RT_PRIO = 0
+#: a sender's thread runs SCHED_RR at this priority only while it waits for a flow's
+#: start (SenderConfig.start_rt_prio, p4cc.hostcc.sched.StartBoost)
+HOST_START_RT_PRIO = 1
 #: Python's GIL switch interval in host processes: the sending loop waits at most this
 #: long for the pacer's thread to release the GIL (Python's default is 5 ms; 21 % of the
 #: late flows of session 13 had another flow's HTB class made in the 12 ms before)

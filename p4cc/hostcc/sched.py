@@ -27,6 +27,7 @@ import ctypes
 import os
 import platform
 import struct
+import threading
 from pathlib import Path
 
 #: struct sched_attr, version 1 (56 bytes): size, policy, flags, nice, priority,
@@ -67,10 +68,7 @@ def request_slice(slice_s: float, tid: int = 0) -> None:
     if not MIN_SLICE_S <= slice_s <= MAX_SLICE_S:
         raise ValueError(f"slice {slice_s:g} s outside the kernel's "
                          f"{MIN_SLICE_S:g}-{MAX_SLICE_S:g} s")
-    nice = os.getpriority(os.PRIO_PROCESS, tid)
-    attr = _ATTR.pack(_ATTR.size, SCHED_OTHER, 0, nice, 0, int(slice_s * 1e9), 0, 0, 0, 0)
-    _syscall(0, ctypes.c_int(tid), ctypes.create_string_buffer(attr, _ATTR.size),
-             ctypes.c_uint(0))
+    _set_other(os.getpriority(os.PRIO_PROCESS, tid), int(slice_s * 1e9), tid)
 
 
 def set_round_robin(priority: int, tid: int = 0) -> None:
@@ -81,7 +79,7 @@ def set_round_robin(priority: int, tid: int = 0) -> None:
         raise SchedError(exc.errno, f"SCHED_RR priority {priority}: {exc.strerror}") from exc
 
 
-def slice_of(pid: int | str = "self") -> float | None:
+def slice_of(pid: int | str = "thread-self") -> float | None:
     """The slice the kernel gives ``pid`` (``se.slice`` of /proc/PID/sched), in s; None
     where the kernel does not show it."""
     try:
@@ -102,7 +100,56 @@ def apply_host_sched(slice_s: float, rt_prio: int) -> str:
         return f"scheduling: SCHED_RR priority {rt_prio}"
     if slice_s > 0:
         request_slice(slice_s)
-        got = slice_of()
+        got = slice_of("thread-self")
         return (f"scheduling: slice {slice_s * 1e3:g} ms requested, kernel "
                 + (f"slice {got * 1e3:g} ms" if got is not None else "shows none"))
     return "scheduling: kernel defaults"
+
+
+def _set_other(nice: int, runtime_ns: int, tid: int = 0) -> None:
+    attr = _ATTR.pack(_ATTR.size, SCHED_OTHER, 0, nice, 0, runtime_ns, 0, 0, 0, 0)
+    _syscall(0, ctypes.c_int(tid), ctypes.create_string_buffer(attr, _ATTR.size),
+             ctypes.c_uint(0))
+
+
+class StartBoost:
+    """SCHED_RR for the calling thread only while the next thing it waits for is a
+    scheduled flow start (SenderConfig.start_rt_prio).
+
+    A sender whose whole process runs SCHED_RR starts every flow on time but takes the
+    CPU from the switches whenever it runs (session 14: 12-17 % of the switches' CPU
+    windows starved, docs/emulation.md); at SCHED_OTHER it wakes late for a start when
+    the switches are busy.  Boosted only for the wait before a start and the pass that
+    starts it, the real-time share is one pass per flow start.  ``set`` changes the
+    policy only when the wanted state changes (a syscall, ~2 us); ``set(False)`` puts
+    back the policy, nice and slice the thread had before.  A refusal by the kernel
+    switches the boost off for good and is kept in ``error``."""
+
+    def __init__(self, priority: int) -> None:
+        if not 0 <= priority <= 99:
+            raise ValueError(f"real-time priority {priority} outside 1-99 (0: off)")
+        self.priority = priority
+        self.boosted = False
+        self.boosts = 0  # how often the thread went real-time
+        self.error: str | None = None
+        self._saved: tuple[int, int] | None = None  # (nice, slice ns) to restore
+        self._tid = 0  # the boosted thread
+
+    def set(self, boost: bool) -> None:
+        if self.priority == 0 or self.error is not None or boost == self.boosted:
+            return
+        try:
+            if boost:  # the calling thread; restored by its id from any thread
+                self._tid = threading.get_native_id()
+                if self._saved is None:
+                    self._saved = (os.getpriority(os.PRIO_PROCESS, self._tid),
+                                   get_slice_ns(self._tid)[1])
+                set_round_robin(self.priority, self._tid)
+                self.boosts += 1
+            else:
+                nice, runtime = self._saved or (0, 0)
+                _set_other(nice, runtime, self._tid)
+        except (SchedError, OSError) as exc:
+            self.error = str(exc)
+            return
+        self.boosted = boost
