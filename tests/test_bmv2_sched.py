@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from p4cc.hostcc import sched
 from p4cc.experiment.bmv2.launch import host_sched_args
 from p4cc.experiment.bmv2.limits import HOST_RT_PRIO, HOST_SLICE_S, HOST_SWITCH_INTERVAL_S
+from p4cc.hostcc import sched
 
 needs_slices = pytest.mark.skipif(
     sched.slice_of() is None or os.uname().machine not in ("x86_64", "aarch64"),

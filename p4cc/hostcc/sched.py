@@ -113,14 +113,15 @@ def _set_other(nice: int, runtime_ns: int, tid: int = 0) -> None:
 
 
 class StartBoost:
-    """SCHED_RR for the calling thread only while the next thing it waits for is a
-    scheduled flow start (SenderConfig.start_rt_prio).
+    """SCHED_RR for the calling thread only while a scheduled flow start is near
+    (SenderConfig.start_rt_prio, start_rt_lead_s): from the lead before the start until
+    the pass that starts it.
 
     A sender whose whole process runs SCHED_RR starts every flow on time but takes the
     CPU from the switches whenever it runs (session 14: 12-17 % of the switches' CPU
     windows starved, docs/emulation.md); at SCHED_OTHER it wakes late for a start when
-    the switches are busy.  Boosted only for the wait before a start and the pass that
-    starts it, the real-time share is one pass per flow start.  ``set`` changes the
+    the switches are busy.  Boosted near starts only, the real-time share is the passes
+    in those windows.  ``set`` changes the
     policy only when the wanted state changes (a syscall, ~2 us); ``set(False)`` puts
     back the policy, nice and slice the thread had before.  A refusal by the kernel
     switches the boost off for good and is kept in ``error``."""

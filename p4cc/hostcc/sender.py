@@ -257,7 +257,8 @@ class Sender(SendPaths):
                 self._fct_written.add(rec["flow_id"])
         if not active and chain.exhausted():  # done now: not one pass later
             return None
-        self.boost.set(chain.next_start() <= wake)  # the next wake is a flow's start
+        # real-time from start_rt_lead_s before a flow's start until it started
+        self.boost.set(chain.next_start() <= max(wake, t + cfg.start_rt_lead_s))
         return self.t0 + wake
 
     def _end_boost(self) -> None:
