@@ -105,3 +105,41 @@ def test_sender_boosts_before_each_start_and_ends_unboosted() -> None:
     assert all(r["completed"] for r in tx.records())
     assert tx.boost.error is None and not tx.boost.boosted
     assert tx.boost.boosts == 3
+
+
+@pytest.mark.root
+@needs_root
+def test_also_boosts_the_thread_the_caller_waits_for() -> None:
+    """The pacer's thread goes real-time and back with the sending thread; one that ended
+    meanwhile is skipped when the boost ends."""
+    go, done = threading.Event(), threading.Event()
+    tids: list[int] = []
+
+    def helper() -> None:
+        tids.append(threading.get_native_id())
+        go.set()
+        done.wait(10)
+
+    h = threading.Thread(target=helper)
+    h.start()
+    go.wait(10)
+    b = sched.StartBoost(1)
+    b.also(tids[0])
+
+    def body() -> list[int]:
+        b.set(True)
+        seen = [os.sched_getscheduler(tids[0])]
+        b.set(False)
+        seen.append(os.sched_getscheduler(tids[0]))
+        b.set(True)
+        done.set()
+        h.join()
+        b.set(False)  # the helper's thread is gone
+        return seen
+
+    try:
+        assert in_thread(body) == [os.SCHED_RR, os.SCHED_OTHER]
+    finally:
+        done.set()
+        h.join()
+    assert b.error is None and b.boosts == 2 and not b.boosted

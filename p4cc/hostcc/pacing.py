@@ -147,6 +147,11 @@ class HtbPacer:
         self._thread: threading.Thread | None = None
 
     # -- public API (any thread) --------------------------------------------------------
+    @property
+    def thread_id(self) -> int | None:
+        """The kernel's id of the pacer's thread (None before ``start``)."""
+        return self._thread.native_id if self._thread is not None else None
+
     def start(self) -> HtbPacer:
         self._thread = threading.Thread(target=self._run, name="p4cc-pacer", daemon=True)
         self._thread.start()

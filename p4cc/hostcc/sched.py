@@ -24,6 +24,7 @@ Two remedies, both per thread and inherited by the threads a process starts late
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import platform
 import struct
@@ -131,25 +132,38 @@ class StartBoost:
             raise ValueError(f"real-time priority {priority} outside 1-99 (0: off)")
         self.priority = priority
         self.boosted = False
-        self.boosts = 0  # how often the thread went real-time
+        self.boosts = 0  # how often the threads went real-time
         self.error: str | None = None
-        self._saved: tuple[int, int] | None = None  # (nice, slice ns) to restore
-        self._tid = 0  # the boosted thread
+        self._saved: dict[int, tuple[int, int]] = {}  # tid -> (nice, slice ns) to restore
+        self._others: list[int] = []  # threads boosted with the caller (``also``)
+        self._tids: list[int] = []  # the threads boosted now
+
+    def also(self, tid: int | None) -> None:
+        """Boost thread ``tid`` together with the caller: a thread the caller may wait for
+        (the HTB pacer's, which makes a flow's class before its start and holds the GIL
+        while it does) must not be left behind at its own priority."""
+        if tid is not None and tid not in self._others:
+            self._others.append(tid)
 
     def set(self, boost: bool) -> None:
         if self.priority == 0 or self.error is not None or boost == self.boosted:
             return
         try:
-            if boost:  # the calling thread; restored by its id from any thread
-                self._tid = threading.get_native_id()
-                if self._saved is None:
-                    self._saved = (os.getpriority(os.PRIO_PROCESS, self._tid),
-                                   get_slice_ns(self._tid)[1])
-                set_round_robin(self.priority, self._tid)
+            if boost:  # the calling thread and ``also``'s; restored by id from any thread
+                self._tids = [threading.get_native_id(), *self._others]
+                for tid in self._tids:
+                    if tid not in self._saved:
+                        self._saved[tid] = (os.getpriority(os.PRIO_PROCESS, tid),
+                                            get_slice_ns(tid)[1])
+                    set_round_robin(self.priority, tid)
                 self.boosts += 1
             else:
-                nice, runtime = self._saved or (0, 0)
-                _set_other(nice, runtime, self._tid)
+                for tid in self._tids:
+                    try:
+                        _set_other(*self._saved[tid], tid)
+                    except SchedError as exc:
+                        if exc.errno != errno.ESRCH:  # (a thread that ended: nothing to do)
+                            raise
         except (SchedError, OSError) as exc:
             self.error = str(exc)
             return

@@ -182,6 +182,7 @@ class Sender(SendPaths):
                                                link_rate_bps=self.cfg.link_rate_bps,
                                                ceil_floor_bps=floor))
             self._pacer.start()
+            self.boost.also(self._pacer.thread_id)  # flows wait for its classes
         self._cpu0 = time.thread_time()
         self.t0, self.t0_epoch = time.monotonic(), time.time()
         if self.cfg.t0_epoch is not None:  # the run's t0, before or after this instant
