@@ -143,3 +143,22 @@ def test_also_boosts_the_thread_the_caller_waits_for() -> None:
         done.set()
         h.join()
     assert b.error is None and b.boosts == 2 and not b.boosted
+
+
+def test_cli_options_reach_the_sender_config() -> None:
+    from p4cc.experiment.bmv2.hosts import host_parser
+    from p4cc.experiment.bmv2.launch import HOST_START_RT_LEAD_S, HOST_START_RT_PRIO
+    from p4cc.hostcc.cli_config import sender_config
+    from p4cc.scale import get_scale
+
+    def cfg(*extra: str) -> SenderConfig:
+        args = host_parser().parse_args(["host", "send", "--dst", "10.0.0.1", "--size", "1",
+                                         *extra])
+        return sender_config(args, get_scale("testbed"))
+
+    assert (cfg().start_rt_prio, cfg().start_rt_lead_s) == (0, SenderConfig().start_rt_lead_s)
+    c = cfg("--start-rt-prio", str(HOST_START_RT_PRIO), "--start-rt-lead",
+            f"{HOST_START_RT_LEAD_S:g}")
+    assert (c.start_rt_prio, c.start_rt_lead_s) == (HOST_START_RT_PRIO, HOST_START_RT_LEAD_S)
+    with pytest.raises(ConfigError, match="start_rt_lead_s=-1"):
+        cfg("--start-rt-lead", "-1")

@@ -189,6 +189,9 @@ def _send_options(p: argparse.ArgumentParser) -> None:
                    help="SCHED_RR at this priority (1-99) while waiting for a flow's start "
                         "time, so the flow starts on time on a busy CPU (needs root; "
                         "default 0: off)")
+    p.add_argument("--start-rt-lead", type=float, default=None,
+                   help="s before a flow's start the boost of --start-rt-prio begins "
+                        "(default: SenderConfig's)")
     p.add_argument("--pad", action="store_true",
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")

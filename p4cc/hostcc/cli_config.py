@@ -15,6 +15,8 @@ from p4cc.hostcc.rtt_samples import default_probe_quiet_s
 from p4cc.hostcc.sender import ControllerFactory, SenderConfig
 from p4cc.scale import Scale
 
+_DEFAULT_LEAD_S = SenderConfig().start_rt_lead_s
+
 #: default RTO cap of ``p4cc host send`` (``--rto-max``): an RTO backs off from
 #: max(2·srtt, --rto) by doubling up to this.
 RTO_MAX_S = 0.5
@@ -80,8 +82,15 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         ack_interval_s=args.ack_interval, completions=args.completions,
                         pad_data=bool(getattr(args, "pad", False)),
                         start_rt_prio=int(getattr(args, "start_rt_prio", 0) or 0),
+                        start_rt_lead_s=_lead(args),
                         # the run's t0 when the BMv2 wrapper set it (p4cc.experiment.bmv2.hosts)
                         t0_epoch=getattr(args, "t0_epoch", None))
+
+
+def _lead(args: argparse.Namespace) -> float:
+    """``--start-rt-lead`` if given, else SenderConfig's default."""
+    lead = getattr(args, "start_rt_lead", None)
+    return _DEFAULT_LEAD_S if lead is None else float(lead)
 
 
 def _probe_quiet(args: argparse.Namespace) -> float | None:

@@ -29,6 +29,7 @@ from p4cc.experiment.bmv2.limits import (
     HOST_NICE,
     HOST_RT_PRIO,
     HOST_SLICE_S,
+    HOST_START_RT_LEAD_S,
     HOST_START_RT_PRIO,
     HOST_SWITCH_INTERVAL_S,
     IPERF_BASE_PORT,
@@ -191,7 +192,8 @@ class HostProcesses:
                 "--out", str(d / "send"), "--probe-interval", f"{probe:g}",
                 "--probe-max-pps", f"{self.probe_cap:g}", "--pad",
                 "--completions", str(self.hosts_dir / "completions"),
-                "--start-rt-prio", str(HOST_START_RT_PRIO), "--deadline",
+                "--start-rt-prio", str(HOST_START_RT_PRIO),
+                "--start-rt-lead", f"{HOST_START_RT_LEAD_S:g}", "--deadline",
                 f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
                 *quiet_args(cc)]
 

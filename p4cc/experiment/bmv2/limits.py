@@ -177,6 +177,8 @@ HOST_RT_PRIO = 0
 #: a sender's thread runs SCHED_RR at this priority only while it waits for a flow's
 #: start (SenderConfig.start_rt_prio, p4cc.hostcc.sched.StartBoost)
 HOST_START_RT_PRIO = 1
+#: ...from this long before the start (SenderConfig.start_rt_lead_s)
+HOST_START_RT_LEAD_S = 0.02
 #: Python's GIL switch interval in host processes: the sending loop waits at most this
 #: long for the pacer's thread to release the GIL (Python's default is 5 ms; 21 % of the
 #: late flows of session 13 had another flow's HTB class made in the 12 ms before)
