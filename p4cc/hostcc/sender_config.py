@@ -87,18 +87,19 @@ class SenderConfig:
 
     start_rt_prio: int = field(
         default=0,
-        metadata={"help": "run the sending thread SCHED_RR at this real-time priority "
-                  "while the next thing it waits for is a flow's start time, back to its "
-                  "own policy after the pass that starts the flow (p4cc.hostcc.sched."
-                  "StartBoost: on a CPU shared with busier processes it woke late for a "
-                  "start); needs CAP_SYS_NICE (0: off)"})
+        metadata={"help": "run the sending thread and the HTB pacer's thread SCHED_RR at "
+                  "this real-time priority from start_rt_lead_s before each flow's start "
+                  "until the pass that starts it, then back to their own policy "
+                  "(p4cc.hostcc.sched.StartBoost: on a CPU shared with busier processes "
+                  "the sender woke late for a start); needs CAP_SYS_NICE (0: off)"})
     start_rt_lead_s: float = field(
-        default=0.1,
-        metadata={"help": "with start_rt_prio: boost this long before a flow's start, not "
-                  "only for the last wait: a thread at its own priority that is kept off "
-                  "the CPU for tens of ms (by busier processes) would otherwise reach that "
-                  "last wait too late (session 14: 3 % of the flows still > 4 ms late "
-                  "when boosted for the last wait only)"})
+        default=0.02,
+        metadata={"help": "with start_rt_prio: how long before a flow's start the boost "
+                  "begins.  Measured on the default experiment on BMv2 (session 14, "
+                  "docs/emulation.md): boosting for the last wait only left 2.4-4.5 % of "
+                  "the flows > 4 ms late; 0.1 s starved the switches in three of four "
+                  "runs; 0.02 s left 0.3-1.3 % late and one of four runs just over the "
+                  "switches' CPU check"})
 
     def __post_init__(self) -> None:
         if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
