@@ -95,3 +95,13 @@ class Counter:
         if last is None or t <= last[0]:
             return None
         return max(0.0, total - last[1]) / (t - last[0])
+
+
+def busy(rx_bps: float | None) -> float | None:
+    """A receive-throughput sample only when the host received something in the short
+    period: an idle period says nothing about how fast the settings deliver.  (With the
+    idle periods in, a period's mean is the load offered in it -- the same for every
+    setting when the all-to-all ends within the period -- and the monitor's outlier
+    filter keeps either the busy or the idle samples depending on which are the
+    majority: docs/chameleon.md, "The metric".)"""
+    return rx_bps if rx_bps is not None and rx_bps > 0 else None

@@ -35,7 +35,7 @@ import numpy as np
 from p4cc.chameleon import space
 from p4cc.chameleon.client import ReportBuilder
 from p4cc.chameleon.server import MonitorState
-from p4cc.chameleon.stats import Counter, Periods
+from p4cc.chameleon.stats import Counter, Periods, busy
 from p4cc.chameleon.tuner import GreedyTuner, Knob, TunerConfig
 from p4cc.chameleon.wire import Message, encode
 from p4cc.controlplane.agents.chameleon import controller_links
@@ -48,6 +48,8 @@ from p4cc.scale import Scale
 from p4cc.topo.spec import TopoSpec
 
 AGENT = "chameleon"
+#: the throughput the objective uses: receive b/s over the short periods with traffic
+BUSY_METRIC = "rx_busy_bps"
 
 
 def default_settings(scale: Scale, host_set: str = "nvidia",
@@ -132,17 +134,29 @@ class ChameleonController:
     def expiry_s(self) -> float:
         return self.config.expiry_periods * self.periods.long_s
 
-    def objective(self) -> float | None:
-        """Average receive throughput per reporting host / line rate, times the hosts'
-        mean Jain index of their flows' goodputs when they report one (the tail of an
-        all-to-all is set by its slowest flows); None before any host reported."""
-        hosts = self.state.live("host").values()
-        thr = _means(hosts, "rx_bps")
+    def objective(self, metric: str = BUSY_METRIC) -> float | None:
+        """Average receive throughput while receiving (``rx_busy_bps``: short periods in
+        which a host received nothing are no samples) per host / line rate, times the
+        hosts' mean Jain index of their flows' goodputs when they report one (the tail
+        of an all-to-all is set by its slowest flows).  None before any host reported,
+        or in a long period in which no host received anything.  Reporters that send
+        only ``rx_bps`` (no busy variant) are judged on it; ``metric="rx_bps"`` gives
+        the objective with the idle periods in (recorded as ``metric_incl_idle``)."""
+        hosts = list(self.state.live("host").values())
+        if metric == BUSY_METRIC and not any(BUSY_METRIC in h.metrics for h in hosts):
+            metric = "rx_bps"
+        thr = _means(hosts, metric)
         if not thr:
             return None
         jain = _means(hosts, "flow_jain")
         return float(np.mean(thr)) / self.scale.link_rate_bps * (
             float(np.mean(jain)) if jain else 1.0)
+
+    def _row(self, t: float, m: float, param: str | None) -> dict[str, Any]:
+        return {"t_s": t, "round": self.round, "metric": m,
+                "metric_incl_idle": self.objective("rx_bps"), "param": param,
+                "done": self.tuner.done, "hosts": len(self.state.live("host")),
+                "switches": len(self.state.live("switch")), **self.settings}
 
     def decide(self, t: float) -> Message | None:
         """One long period: step the tuner on the objective; the settings to dispatch to
@@ -151,23 +165,19 @@ class ChameleonController:
         if m is None or self.tuner.done:
             return None
         if not self.config.tune:  # a fixed setting: the objective is only recorded
-            self.rows.append({"t_s": t, "round": self.round, "metric": m, "param": "fixed",
-                              "done": False, "hosts": len(self.state.live("host")),
-                              "switches": len(self.state.live("switch")), **self.settings})
+            self.rows.append(self._row(t, m, "fixed"))
             return None
         param = self.tuner.param
         new = self.tuner.step(m)
-        self.rows.append({"t_s": t, "round": self.round, "metric": m, "param": param,
-                          "done": self.tuner.done, "hosts": len(self.state.live("host")),
-                          "switches": len(self.state.live("switch")), **self.settings})
+        self.rows.append(self._row(t, m, param))
         if new is None:
             return None
         self.settings.update(new)
         self.round += 1
         if self.tuner.done:  # the final setting, in force from now on
             self.rows.append({"t_s": t, "round": self.round, "metric": math.nan,
-                              "param": "final", "done": True, "hosts": 0, "switches": 0,
-                              **self.settings})
+                              "metric_incl_idle": math.nan, "param": "final",
+                              "done": True, "hosts": 0, "switches": 0, **self.settings})
         return self.message()
 
     def message(self) -> Message:
@@ -238,8 +248,9 @@ class SimChameleon:
             mine = act & (src == i) if len(src) else act
             rtt = eng.rtt_last[mine] if np.count_nonzero(mine) else np.zeros(0)
             rtt = rtt[np.isfinite(rtt)]
+            rx_bps = r.tx_bps if r is not None else 0.0
             self.builders[h].sample(t, {
-                "rx_bps": r.tx_bps if r is not None else 0.0,
+                "rx_bps": rx_bps, BUSY_METRIC: busy(rx_bps),
                 "flow_jain": jain(rate[mine]) if rate is not None else None,
                 "rtt_s": float(rtt.mean()) if len(rtt) else None,
                 "cnps_rx_per_s": self._cnps[h].rate(t, float(eng.cnps[mine].sum()))})

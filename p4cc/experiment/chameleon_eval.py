@@ -15,9 +15,11 @@ The poster's scenario (§3): an all-to-all of long flows on a two-tier Clos.  Pe
    throughput (size / FCT, as a fraction of the host line rate).
 
 ``python -m p4cc.experiment.chameleon_eval --seeds 1 2 3 --out runs/chameleon_eval``
-prints a Markdown table (mean and 95 % CI over seeds) and writes
-``results-seeds-<seeds>.json``; seeds run as separate processes are combined with
-``--merge <json files>``.
+runs the seeds as tasks of ``p4cc sweep``'s executors (a local process pool, one seed per
+CPU, or Ray: ``--executor ray [--address ...]``; p4cc.experiment.chameleon_tasks), writes
+``results-seed<k>.json`` per seed (a seed already there with the same arguments is not
+run again) and ``results-seeds-<seeds>.json``, and prints a Markdown table (mean and
+95 % CI over seeds); ``--merge <json files>`` prints the table of results files.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -36,18 +39,24 @@ import pandas as pd
 from p4cc.analysis.stats import mean_ci
 from p4cc.chameleon import space
 from p4cc.controlplane.agents.chameleon import ecn_setting
+from p4cc.errors import ConfigError
+from p4cc.experiment import chameleon_tasks as tasks_mod
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.chameleon import default_settings
 from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
 from p4cc.experiment.runner import run_variant
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import parse_spec, resolve
+from p4cc.experiment.sweep_exec import execute
 from p4cc.hostcc.dcqcn import dcqcn_params
 from p4cc.scale import get_scale
 from p4cc.sim.cc import DcqcnHook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.topo.spec import parse_topo
+
+#: the long period (paper time, s) when --long is not given: docs/results.md "Why this size"
+PAPER_LONG_S = 5e-3
 
 
 def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, out: Path,
@@ -142,9 +151,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="bmv2: the scale of the runs (testbed, testbed-5m, ...)")
     ap.add_argument("--iterations", type=int, default=3,
                     help="bmv2: all-to-alls per evaluation run, one every 2 long periods")
-    ap.add_argument("--out", default="runs/chameleon_eval")
+    ap.add_argument("--out", default="runs/chameleon_eval",
+                    help="results-seed<k>.json per seed (a seed already there with the "
+                         "same arguments is not run again) and results-seeds-<seeds>.json")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="only print the table of these results files (seeds run apart)")
+    ap.add_argument("--executor", choices=("pool", "ray"), default="pool",
+                    help="where the seeds run: a local process pool, or Ray tasks "
+                         "(p4cc sweep's executors; Ray is an optional extra)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="seeds at a time (default: one per CPU on sim, one on bmv2)")
+    ap.add_argument("--address", default=None, help="ray: the cluster to join")
     a = ap.parse_args(argv)
     if a.merge:
         parts = [json.loads(Path(f).read_text()) for f in a.merge]
@@ -153,32 +170,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.backend == "bmv2":
         get_scale(a.scale)  # an unknown scale is refused before anything is written
-    out = Path(a.out)
+    if a.address and a.executor != "ray":
+        raise ConfigError("--address needs --executor ray")
+    out = Path(a.out).resolve()
+    tasks, done = tasks_mod.plan(vars(a), a.seeds, out)
+    if done:
+        print(f"seeds {done}: results in {out} kept (same arguments)", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
-    res: dict[str, Any] = {"args": vars(a), "tune": [], "eval": []}
-    if a.backend == "bmv2":
-        from p4cc.experiment import chameleon_eval_bmv2 as bm
-
-        for seed in a.seeds:
-            part = bm.run_seed(a.topology, seed, a.size, a.rounds, out, a.options,
-                               a.iterations, a.long, a.scale)
-            res["tune"] += part["tune"]
-            res["eval"] += part["eval"]
+    failed = [r for r in execute(tasks, a.executor, a.workers, a.address, sys.stderr)
+              if not r.ok]
+    for r in failed:
+        print(f"{r.label} failed: {r.error}", file=sys.stderr)
+    res = tasks_mod.gather(out, a.seeds)
+    name = "results-seeds-" + "-".join(str(x) for x in a.seeds) + ".json"
+    (out / name).write_text(json.dumps({"args": vars(a), **res}, indent=1, default=float))
+    if res["eval"]:
         print(table(res))
-        return 0
-    for seed in a.seeds:
-        tuned = tune(a.topology, seed, a.size, a.long or 5e-3, a.rounds, out, a.options)
-        res["tune"].append(tuned)
-        arms = {n: fixed_settings(n) for n in BASELINES}
-        arms["chameleon"] = (tuned["settings"], "nvidia")
-        for name, (st, base) in arms.items():
-            r = evaluate(a.topology, st, base, seed, a.size, jitter_s=(a.long or 5e-3) / 100)
-            res["eval"].append({"seed": seed, "setting": name, **r})
-            print(json.dumps(res["eval"][-1]), flush=True)
-        name = "results-seeds-" + "-".join(str(x) for x in a.seeds) + ".json"
-        (out / name).write_text(json.dumps(res, indent=1, default=float))
-    print(table(res))
-    return 0
+    return 1 if failed else 0
 
 
 def table(res: dict[str, Any]) -> str:

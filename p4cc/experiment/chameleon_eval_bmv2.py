@@ -134,8 +134,8 @@ def evaluate(topology: str, name: str, options: str, host_set: str, seed: int,
 def run_seed(topology: str, seed: int, size_bytes: int, rounds: int, out: Path,
              options: str = "", iterations: int = 3,
              long_s: float | None = None, scale: str = "testbed") -> dict[str, Any]:
-    """Steps 1 and 2 for one seed at ``scale`` (a name: testbed, testbed-5m, ...);
-    written to ``out/results-seed<k>.json``."""
+    """Steps 1 and 2 for one seed at ``scale`` (a name: testbed, testbed-5m, ...)
+    (p4cc.experiment.chameleon_tasks writes them to ``out/results-seed<k>.json``)."""
     long_s = long_s or get_scale(scale).time(PAPER_LONG_S)
     res: dict[str, Any] = {"tune": [tune(topology, seed, size_bytes, long_s, rounds, out,
                                          options, scale)], "eval": []}
@@ -143,5 +143,4 @@ def run_seed(topology: str, seed: int, size_bytes: int, rounds: int, out: Path,
         res["eval"].append(evaluate(topology, name, opts, host_set, seed, size_bytes,
                                     long_s, iterations, 2 * long_s, out, scale))
         print(json.dumps(res["eval"][-1]), flush=True)
-    (out / f"results-seed{seed}.json").write_text(json.dumps(res, indent=1, default=float))
     return res

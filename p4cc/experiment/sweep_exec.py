@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from p4cc.errors import ConfigError, P4ccError
 from p4cc.experiment.runner import sigterm_as_interrupt
-from p4cc.experiment.sweep import TaskResult, run_task
+from p4cc.experiment.sweep import SweepTask, TaskResult, run_task
 
 Results = Generator[TaskResult | None, None, None]
 Executor = Callable[[Sequence[Any], int, str | None], Results]
@@ -56,6 +56,12 @@ def pool_workers(backend: str, workers: int | None) -> int:
     return max(1, workers or default_workers())
 
 
+def run_one(task: Any) -> TaskResult:
+    """In a worker: a sweep's run (:func:`~p4cc.experiment.sweep.run_task`), or any task
+    that runs itself (``task.run()``, e.g. a seed of chameleon_eval: chameleon_tasks)."""
+    return run_task(task) if isinstance(task, SweepTask) else task.run()
+
+
 def _failed(task: Any, exc: BaseException) -> TaskResult:
     return TaskResult(task.label, False, f"{type(exc).__name__}: {exc}")
 
@@ -73,7 +79,7 @@ def run_pool(tasks: Sequence[Any], workers: int, address: str | None = None) -> 
     n = pool_workers(tasks[0].backend if tasks else "sim", workers)
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx,
                              initializer=_pool_worker_init) as ex:
-        futs: dict[Future[TaskResult], Any] = {ex.submit(run_task, t): t for t in tasks}
+        futs: dict[Future[TaskResult], Any] = {ex.submit(run_one, t): t for t in tasks}
         todo = set(futs)
         try:
             while todo:
@@ -129,7 +135,7 @@ def run_ray(tasks: Sequence[Any], workers: int, address: str | None = None) -> R
         opts: dict[str, Any] = {"num_cpus": 1, "max_retries": 0}
         if bmv2:
             opts["resources"] = {BMV2_RESOURCE: 1}
-        remote = ray.remote(run_task).options(**opts)
+        remote = ray.remote(run_one).options(**opts)
         refs = {remote.remote(t): t for t in tasks}
         todo = list(refs)
         try:

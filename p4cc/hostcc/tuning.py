@@ -28,7 +28,7 @@ from typing import Any
 
 from p4cc.chameleon import space
 from p4cc.chameleon.client import MonitorClient, ReporterThread, Sample
-from p4cc.chameleon.stats import Counter, Periods
+from p4cc.chameleon.stats import Counter, Periods, busy
 from p4cc.chameleon.wire import Message
 from p4cc.errors import ConfigError
 from p4cc.hostcc.cc import DcqcnController
@@ -129,14 +129,17 @@ def sender_sampler(sender: Sender) -> Callable[[float], Sample]:
 
 
 def receiver_sampler(rx: Receiver) -> Callable[[float], Sample]:
-    """Raw samples of a receiver: bytes received b/s, CNPs sent per second."""
+    """Raw samples of a receiver: bytes received b/s (``rx_bps``; ``rx_busy_bps`` the
+    same but no sample when nothing arrived: see :func:`busy`), CNPs sent per second."""
     data, cnps = Counter(), Counter()
 
     def sample(t: float) -> Sample:
         c = rx.counters()
-        return {"rx_bps": _bps(data.rate(t, c["data_bytes"])),
+        rx_bps = _bps(data.rate(t, c["data_bytes"]))
+        return {"rx_bps": rx_bps, "rx_busy_bps": busy(rx_bps),
                 "cnps_tx_per_s": cnps.rate(t, c["cnps_sent"])}
     return sample
+
 
 
 def _bps(bytes_per_s: float | None) -> float | None:
