@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from p4cc.chameleon.stats import Periods
 from p4cc.controlplane.agents.chameleon import ChameleonProxy
@@ -123,3 +124,32 @@ def test_bmv2_evaluation_runs_at_the_scale_asked_for(tmp_path: Path) -> None:
         chameleon_eval.main(["--backend", "bmv2", "--scale", "nope", "--seeds", "1",
                              "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()
+
+
+def test_bmv2_tuning_runs_use_the_measured_beta_unless_told(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The tuning run's controller gets β = NOISE_BETA (the metric's measured noise on
+    this fabric), and a ``beta=`` in the options replaces it."""
+    import pytest
+
+    from p4cc.experiment import chameleon_eval_bmv2
+    from p4cc.experiment.chameleon import own_controller, parse_options
+
+    agents: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def run(spec: object, out: Path, sched: object) -> Path:
+        agents.append(spec.agents[0])  # type: ignore[attr-defined]
+        raise Stop
+
+    monkeypatch.setattr(chameleon_eval_bmv2, "_run", run)
+    topo = "dumbbell,left=2,right=1,bottleneck=0.5"
+    for options in ("", "beta=0.05,patience=2"):
+        with pytest.raises(Stop):
+            chameleon_eval_bmv2.tune(topo, 1, 100_000, 2.5, 10, tmp_path, options,
+                                     "testbed-5m")
+    first, second = (parse_options(own_controller(a) or "") for a in agents)
+    assert first.tuner.beta == chameleon_eval_bmv2.NOISE_BETA == 0.2
+    assert second.tuner.beta == 0.05 and second.tuner.patience == 2
