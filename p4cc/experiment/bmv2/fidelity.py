@@ -31,9 +31,9 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
                 at most ``backlog_s`` of the switch's configured packet rate.
 ``host_rate``   per sender host and window, what its flows sent (trace ``bytes_sent``)
                 is at least ``1 - host_rate`` of what their CC asked for (trace
-                ``rate_bps``, capped at the host's NIC rate less what its other flows sent
-                in the window); only windows in which the host had flows running
-                throughout (:mod:`p4cc.experiment.bmv2.fidelity_host`).
+                ``rate_bps``, capped per tenth of the window at the host's NIC rate less
+                what its other flows sent in it); only windows in which the host had
+                flows running throughout (:mod:`p4cc.experiment.bmv2.fidelity_host`).
 ``flow_start``  every flow started at most ``start_late_rtts`` base RTTs after its
                 scheduled time (:mod:`p4cc.experiment.bmv2.fidelity_host`).
 ``poll``        every telemetry poll started within ``poll_late`` of Δt after its
