@@ -79,3 +79,15 @@ def test_seeds_as_ray_tasks_equal_the_pool(tmp_path: Path) -> None:
                                 "2", "--out", str(ray)]) == 0
     assert _results(ray, 5) == _results(pool, 5)
 
+
+
+def test_the_command_names_a_bad_argument_without_a_traceback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "p4cc.experiment.chameleon_eval", "--address",
+                        "auto", "--out", str(tmp_path / "out")], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2
+    assert "chameleon_eval: --address needs --executor ray" in p.stderr
+    assert "Traceback" not in p.stderr and not (tmp_path / "out").exists()

@@ -39,7 +39,7 @@ import pandas as pd
 from p4cc.analysis.stats import mean_ci
 from p4cc.chameleon import space
 from p4cc.controlplane.agents.chameleon import ecn_setting
-from p4cc.errors import ConfigError
+from p4cc.errors import ConfigError, P4ccError
 from p4cc.experiment import chameleon_tasks as tasks_mod
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.chameleon import default_settings
@@ -212,4 +212,8 @@ def table(res: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except P4ccError as exc:  # bad arguments or results that do not match: no traceback
+        print(f"chameleon_eval: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None

@@ -55,8 +55,9 @@ def _steps(g: pd.DataFrame, col: str, flows: pd.Index, at: np.ndarray) -> np.nda
     ``at`` (0 before its first sample): cumulative bytes, or the rate in force."""
     out = np.zeros(len(at))
     for _fid, f in g[g["flow_id"].isin(flows)].groupby("flow_id"):
-        t = f["t_s"].to_numpy(dtype=float)
-        v = f[col].to_numpy(dtype=float)
+        order = np.argsort(f["t_s"].to_numpy(dtype=float), kind="stable")
+        t = f["t_s"].to_numpy(dtype=float)[order]
+        v = f[col].to_numpy(dtype=float)[order]
         i = np.searchsorted(t, at, side="right") - 1
         out += np.where(i >= 0, v[np.clip(i, 0, None)], 0.0)
     return out
