@@ -146,7 +146,7 @@ def test_host_cc_kinds_are_a_registry_the_spec_and_the_sim_share() -> None:
 
     assert HOST_CC == cc.host_cc_names() == ("dcqcn", "rlcc", "fixed", "tcp")
     assert sim_host_cc_names() == cc.userspace_cc_names() == ("dcqcn", "rlcc", "fixed")
-    assert cc.host_cc_kind("rlcc:lstm").name == "rlcc"
+    assert cc.host_cc_kind("rlcc:pi-lstm").name == "rlcc"
     with pytest.raises(ConfigError, match="unknown host CC 'bbr'"):
         cc.host_cc_kind("bbr")
     with pytest.raises(ConfigError, match="kernel"):

@@ -56,8 +56,9 @@ def test_fixed_and_errors() -> None:
         cc.make_controller("dcqcn", sc, bogus=1)
 
 
-@pytest.mark.parametrize("name", ["dcqcn", "dcqcn:dcqcn-paper", "rlcc", "rlcc:lstm",
-                                  "rlcc:mlp", "rlcc:trees", "rlcc:catboost", "fixed:1M"])
+@pytest.mark.parametrize("name", ["dcqcn", "dcqcn:dcqcn-paper", "rlcc", "rlcc:pi",
+                                  "rlcc:pi-lstm", "rlcc:pi-mlp", "rlcc:pi-trees",
+                                  "rlcc:pi-catboost", "fixed:1M"])
 def test_every_controller_fits_the_transport_protocol(name: str) -> None:
     ctl: FlowRateController = cc.make_controller(name, get_scale("testbed"))
     ctl.on_cnp(0.001)

@@ -106,6 +106,49 @@ def test_default_is_the_trained_mlp_and_pi_is_named() -> None:
         assert ctl.name == "rlcc:pi"
 
 
+#: What ``rlcc:lstm|mlp|trees|catboost`` loaded before issue 11's renames.
+OLD_SHORTCUTS = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
+                 "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+
+
+def test_pi_files_are_named_pi_and_old_names_alias_with_a_warning(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """``rlcc:pi-<format>`` loads the file the old ``rlcc:<format>`` did (the PI baseline
+    wired into that format, not learned); the old name still resolves to it, with one
+    logged warning naming the new name; plain ``rlcc`` stays the trained adpg-mlp-long."""
+    monkeypatch.setattr(cc, "_WARNED", set())
+    params = rlcc.RlccParams(10e6, 8e-3)
+    obs = np.array([[0.064, 1.0], [-0.5, 1 / 1.2], [0.0, 1.2], [-3.0, 1.0], [0.02, 1.1]])
+    # every shortcut says what it is: the PI baseline in a file, or trained (adpg-*)
+    assert all(k.startswith(("pi-", "adpg-")) for k in cc.SHIPPED)
+    assert {k for k, f in cc.SHIPPED.items() if f.endswith(("-ref.npz", "-ref.json"))} == {
+        f"pi-{k}" for k in OLD_SHORTCUTS}
+    for old, file in OLD_SHORTCUTS.items():
+        new = cc.DEPRECATED_NAMES[old]
+        assert new == f"pi-{old}" and cc.SHIPPED[new] == file and old not in cc.SHIPPED
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="p4cc.hostcc.cc"):
+            pol_new = cc.policy_by_name(new, params)
+            assert not caplog.records  # the new name is quiet
+            pol_old = cc.policy_by_name(old, params)
+            ctl = cc.make_controller(f"rlcc:{old}", SC)
+            assert cc.policy_name(f"{old}-int8") == f"{new}-int8"  # warned already
+        warned = [r.getMessage() for r in caplog.records]
+        assert len(warned) == 1 and f"use rlcc:{new}" in warned[0], warned
+        assert "not a learned policy" in warned[0]
+        assert ctl.name == f"rlcc:{new}" and type(ctl.policy) is type(pol_new)
+        for a, b in ((pol_old, pol_new), (ctl.policy, pol_new)):
+            np.testing.assert_array_equal(a.act(obs, a.initial_state(len(obs)))[0],
+                                          b.act(obs, b.initial_state(len(obs)))[0])
+    assert cc.policy_name("") == cc.policy_name("adpg-mlp-long") == "adpg-mlp-long"
+    assert cc.policy_name("reference") == "pi" and cc.policy_name("/x/p.npz") is None
+    ctl = cc.make_controller("rlcc", SC)
+    assert ctl.name == "rlcc:adpg-mlp-long" and cc.SHIPPED[cc.DEFAULT_POLICY] == (
+        "rlcc-adpg-mlp-long.npz")
+    assert "pi-lstm" in cc.host_cc_kind("rlcc").usage
+    assert "|lstm|" not in cc.host_cc_kind("rlcc").usage
+
+
 @pytest.mark.parametrize("name", ["rlcc", "rlcc:pi"])
 def test_testbed_floor_and_decisions_go_on_at_it(name: str) -> None:
     """The default floor is NVIDIA's 1 Mb/s per 25 Gb/s (400 b/s at 10 Mb/s).  A flow cut

@@ -148,7 +148,7 @@ def test_requantize_rounds_like_the_real_multiplier() -> None:
 
 def test_int8_names_and_unsupported_policies() -> None:
     assert isinstance(policy_by_name("adpg-mlp-int8", PARAMS), Int8Mlp)
-    assert isinstance(policy_by_name("trees-int8", PARAMS), Int8Trees)
+    assert isinstance(policy_by_name("pi-trees-int8", PARAMS), Int8Trees)
     # session 6: the LSTM has an integer copy too (was: ConfigError)
     assert isinstance(policy_by_name("adpg-lstm-int8", PARAMS), Int8Lstm)
     with pytest.raises(ConfigError, match="int8"):

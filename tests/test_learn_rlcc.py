@@ -113,13 +113,24 @@ def test_committed_checkpoints_reproduce_their_decisions(side: Path) -> None:
                                rtol=0, atol=1e-9)
 
 
-@pytest.mark.skipif(not SHIPPED, reason="no trained policy shipped")
-def test_trained_policy_fixed_point_on_2_to_1() -> None:
+#: "" is what plain ``rlcc`` means (cc.DEFAULT_POLICY, adpg-mlp-long); then the other
+#: trained files (the INT variant: tests/test_rlcc_int_variant.py).  Measured shares:
+#: default 0.473/0.527, adpg-mlp 0.502/0.498, adpg-lstm 0.483/0.509, adpg-trees
+#: 0.507/0.481 (about 1 s each).
+TRAINED = ["", "adpg-mlp", "adpg-lstm", "adpg-trees"]
+
+
+@pytest.mark.parametrize("name", TRAINED, ids=[n or "rlcc-default" for n in TRAINED])
+def test_trained_policy_fixed_point_on_2_to_1(name: str) -> None:
     """Both flows of a 2→1 incast within 10 % of half the bottleneck (one starting 10 RTTs
-    after the other)."""
+    after the other), first for the policy plain ``rlcc`` runs."""
     from rlcc_helpers import two_to_one_shares
 
-    share, _ = two_to_one_shares(load_policy(SHIPPED[0].with_suffix(".npz")))
+    from p4cc.hostcc import cc, rlcc
+
+    if not name:
+        assert cc.DEFAULT_POLICY == "adpg-mlp-long"
+    share, _ = two_to_one_shares(cc.policy_by_name(name, rlcc.RlccParams(10e9, 8e-6)))
     np.testing.assert_allclose(share, [0.5, 0.5], rtol=0.1)
 
 

@@ -262,7 +262,7 @@ def test_versions_survive_a_hanging_git(monkeypatch: pytest.MonkeyPatch) -> None
 def test_host_cc_variant_is_checked_before_anything_starts(host_cc: str, pattern: str) -> None:
     with pytest.raises(ConfigError, match=pattern):
         parse_spec({**SPEC, "host_cc": host_cc})
-    parse_spec({**SPEC, "host_cc": "rlcc:lstm"})  # a shipped policy name
+    parse_spec({**SPEC, "host_cc": "rlcc:pi-lstm"})  # a shipped policy name
 
 
 def test_iperf3_servers_not_listening_is_a_switch_error_not_a_missing_tool() -> None:

@@ -247,15 +247,16 @@ def test_telemetry_counts_senders_flows_and_elephants() -> None:
 
 
 def test_rlcc_policy_names_resolve_like_the_host() -> None:
-    """`rlcc:lstm` etc. name the shipped policies in the simulator too, not file paths."""
+    """`rlcc:pi-lstm` etc. name the shipped policies in the simulator too, not file paths."""
     from p4cc.hostcc import rlcc_policies, rlcc_trees
     from p4cc.scale import get_scale
     from p4cc.sim.cc import make_hook
 
     scale = get_scale("testbed")
-    for name, kind in (("lstm", rlcc_policies.LstmPolicy), ("mlp", rlcc_policies.MlpPolicy),
-                       ("trees", rlcc_trees.TreePolicy), ("reference",
-                                                             rlcc_policies.ReferencePolicy)):
+    for name, kind in (("pi-lstm", rlcc_policies.LstmPolicy),
+                       ("pi-mlp", rlcc_policies.MlpPolicy), ("pi-trees", rlcc_trees.TreePolicy),
+                       ("pi", rlcc_policies.ReferencePolicy),
+                       ("adpg-mlp-long", rlcc_policies.MlpPolicy)):
         hook: Any = make_hook("rlcc", scale, name)  # (an RlccHook: it has a policy)
         assert isinstance(hook.policy, kind)
 

@@ -19,8 +19,10 @@ from p4cc.hostcc import dcqcn, rlcc
 from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
 
 SIZES = (1, 8192)
-POLICY_FILES = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
-                "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json"}
+#: The PI baseline written into each policy file format (``rlcc:pi-<format>``; hand-made,
+#: not learned; cases ``rlcc_pi-<format>_decision``, before issue 11 ``rlcc_<format>_...``)
+POLICY_FILES = {"pi-lstm": "rlcc-lstm-ref.npz", "pi-mlp": "rlcc-mlp-ref.npz",
+                "pi-trees": "rlcc-trees-ref.json", "pi-catboost": "rlcc-catboost-ref.json"}
 
 
 def _time(call: Callable[[], None], min_time_s: float) -> tuple[float, int]:
@@ -68,7 +70,8 @@ def _rlcc_case(kind: str, policy: Policy, n: int, min_time_s: float) -> dict[str
 
 
 def cases(sizes: tuple[int, ...] = SIZES, min_time_s: float = 0.2) -> Iterator[dict[str, Any]]:
-    """One dict per (core, N): DCQCN, then RL-CC with each shipped policy."""
+    """One dict per (core, N): DCQCN, then the RL-CC core with the PI baseline
+    (``reference``) and each of its policy files."""
     policies: dict[str, Policy] = {"reference": ReferencePolicy()}
     policies.update({k: load_policy(data_dir() / f) for k, f in POLICY_FILES.items()})
     for n in sizes:

@@ -12,6 +12,7 @@ time: an event stamped before the latest time it has seen is applied at that tim
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -28,10 +29,12 @@ from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_po
 from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccRule, decision_interval_s
 from p4cc.scale import Scale
 
-__all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "HOST_CC_KINDS", "MAX_CATCHUP",
-           "DcqcnController", "FixedController", "HostCcKind", "RateController", "RlccController",
-           "host_cc_kind", "host_cc_names", "make_controller", "parse_rate", "policy_by_name",
-           "register_host_cc", "userspace_cc_names"]
+__all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "DEPRECATED_NAMES", "HOST_CC_KINDS",
+           "MAX_CATCHUP", "DcqcnController", "FixedController", "HostCcKind", "RateController",
+           "RlccController", "host_cc_kind", "host_cc_names", "make_controller", "parse_rate",
+           "policy_by_name", "policy_name", "register_host_cc", "userspace_cc_names"]
+
+log = logging.getLogger(__name__)
 
 _SET_LOCK = threading.Lock()  # hands run-time parameters to DcqcnControllers
 _ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
@@ -139,7 +142,7 @@ class RlccController:
 
     def __init__(self, policy: Policy, params: rlcc.RlccParams | None = None,
                  base_rtt_s: float | None = None, line_rate_bps: float | None = None,
-                 decision_interval_s: float | None = None) -> None:
+                 decision_interval_s: float | None = None, name: str | None = None) -> None:
         if params is None:
             if base_rtt_s is None or line_rate_bps is None:
                 raise ConfigError("RlccController needs params or base_rtt_s and line_rate_bps")
@@ -151,7 +154,8 @@ class RlccController:
                 params = replace(params, line_rate_bps=line_rate_bps)
         self.rule = RlccRule(params, policy, decision_interval_s or 0.0)
         self.policy, self.params = policy, params
-        self.name = f"rlcc:{policy.name}"
+        #: ``rlcc:<shortcut>`` when built from one (make_controller), else the policy's kind
+        self.name = name or f"rlcc:{policy.name}"
         self.interval = self.rule.decision_interval_s
         self.ack_interval_s = ACK_INTERVALS_PER_DECISION * (self.interval or
                                                             params.base_rtt_s)
@@ -222,12 +226,14 @@ class FixedController:
 
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
-#: ``rlcc:<name>`` shortcuts for the shipped policy files.  ``lstm``, ``mlp``, ``trees``,
-#: ``catboost`` are hand-wired or fitted to imitate the PI baseline (rlcc_reference.py):
-#: format examples, not learned.  ``adpg-*`` are trained with ADPG (p4cc train rlcc;
-#: sidecar .json beside each file: command, seed, commit, training and evaluation).
-SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
-           "trees": "rlcc-trees-ref.json", "catboost": "rlcc-catboost-ref.json",
+#: ``rlcc:<name>`` shortcuts for the shipped policy files.  ``pi-lstm``, ``pi-mlp``,
+#: ``pi-trees``, ``pi-catboost`` are the hand-made PI baseline written by code into each
+#: file format (rlcc_reference.py: wired weights, a fitted squash or staircase; the
+#: ``-ref`` files): format examples, not learned.  ``adpg-*`` are trained with ADPG
+#: (p4cc train rlcc; sidecar .json beside each file: command, seed, commit, training and
+#: evaluation).
+SHIPPED = {"pi-lstm": "rlcc-lstm-ref.npz", "pi-mlp": "rlcc-mlp-ref.npz",
+           "pi-trees": "rlcc-trees-ref.json", "pi-catboost": "rlcc-catboost-ref.json",
            "adpg-mlp": "rlcc-adpg-mlp.npz", "adpg-lstm": "rlcc-adpg-lstm.npz",
            "adpg-trees": "rlcc-distilled-trees.json",
            # the MLP trained on from adpg-mlp (docs/learning.md "RL-CC"): DEFAULT_POLICY
@@ -238,8 +244,33 @@ SHIPPED = {"lstm": "rlcc-lstm-ref.npz", "mlp": "rlcc-mlp-ref.npz",
 DEFAULT_POLICY = "adpg-mlp-long"
 #: Names of the hand-made PI baseline (ReferencePolicy; ``reference`` is its old name).
 PI_NAMES = ("pi", "reference")
+#: Deprecated shortcuts (they read as learned policies): old name -> new name.  They still
+#: resolve, with a warning logged once per name; they go in the next release.
+DEPRECATED_NAMES = {"lstm": "pi-lstm", "mlp": "pi-mlp", "trees": "pi-trees",
+                    "catboost": "pi-catboost"}
+_WARNED: set[str] = set()  # deprecated names warned about in this process
 #: ``rlcc:<name>-int8``: int8-quantised inference of the policy <name>.
 INT8_SUFFIX = "-int8"
+
+
+def policy_name(arg: str) -> str | None:
+    """The current shortcut ``arg`` of ``rlcc:<arg>`` stands for: :data:`DEFAULT_POLICY`
+    for empty, ``pi`` for :data:`PI_NAMES`, the new name of a deprecated shortcut (warned
+    once), with a ``-int8`` suffix kept; None for a file path."""
+    if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
+        base = policy_name(arg[: -len(INT8_SUFFIX)])
+        return None if base is None else base + INT8_SUFFIX
+    if arg in PI_NAMES:
+        return "pi"
+    if arg in DEPRECATED_NAMES:
+        new = DEPRECATED_NAMES[arg]
+        if arg not in _WARNED:
+            _WARNED.add(arg)
+            log.warning("rlcc:%s is deprecated (it is the hand-made PI baseline in a policy "
+                        "file, not a learned policy): use rlcc:%s", arg, new)
+        return new
+    arg = arg or DEFAULT_POLICY
+    return arg if arg in SHIPPED else None
 
 
 def parse_rate(text: str) -> float:
@@ -255,18 +286,19 @@ def parse_rate(text: str) -> float:
 
 def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
     """The policy of ``rlcc:<arg>``: empty (:data:`DEFAULT_POLICY`, the trained MLP),
-    ``pi`` (or the old name ``reference``: the hand-made PI baseline), a shipped name, or
-    a file; a ``-int8`` suffix quantises the windowed MLP or tree policy it names
-    (``adpg-mlp-int8``, p4cc.hostcc.rlcc_int8)."""
+    ``pi`` (or the old name ``reference``: the hand-made PI baseline), a shipped name
+    (:data:`SHIPPED`; a deprecated one of :data:`DEPRECATED_NAMES` warns once), or a
+    file; a ``-int8`` suffix quantises the policy it names (``adpg-mlp-int8``,
+    p4cc.hostcc.rlcc_int8)."""
     if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
         from p4cc.hostcc.rlcc_int8 import quantize
 
         return quantize(policy_by_name(arg[: -len(INT8_SUFFIX)], params), target=params.target)
-    if arg in PI_NAMES:
+    name = policy_name(arg)
+    if name == "pi":
         return ReferencePolicy()
-    arg = arg or DEFAULT_POLICY
-    if arg in SHIPPED:
-        return load_policy(data_dir() / SHIPPED[arg])
+    if name is not None:
+        return load_policy(data_dir() / SHIPPED[name])
     return load_policy(Path(arg))
 
 
@@ -351,7 +383,9 @@ def _make_rlcc(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateCo
         rparams = rlcc.RlccParams(line_rate_bps=line, **opts)
     except TypeError as exc:
         raise ConfigError(f"bad RL-CC option: {exc}") from None
-    return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval)
+    name = policy_name(arg)
+    return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval,
+                          name=None if name is None else f"rlcc:{name}")
 
 
 def _make_fixed(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateController:

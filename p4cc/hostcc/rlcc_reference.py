@@ -1,4 +1,6 @@
-"""The shipped RL-CC reference policy files, made by code (docs/hostcc-cc.md).
+"""The shipped files of the hand-made PI baseline, made by code (docs/hostcc-cc.md): the
+:class:`~p4cc.hostcc.rlcc_policies.ReferencePolicy` in each RL-CC policy file format, run
+as ``rlcc:pi-lstm``, ``pi-mlp``, ``pi-trees``, ``pi-catboost`` (not learned policies).
 
 ``make_reference_files(dir)`` writes ``rlcc-lstm-ref.npz``, ``rlcc-mlp-ref.npz``
 (hand-wired to :class:`~p4cc.hostcc.rlcc_policies.ReferencePolicy`), and the tree files
