@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from p4cc.errors import ConfigError
-from p4cc.experiment import chameleon, chameleon_eval
+from p4cc.experiment import chameleon, chameleon_sim_eval
 
 TOPO = "leafspine,spines=1,leaves=2,hosts=2"
 #: two parameters, one round without a 50 % gain moves on: the tuner stops after a few
@@ -31,8 +31,8 @@ def test_end_option_is_parsed_and_checked() -> None:
 
 
 def test_tuning_run_ends_when_the_tuner_stops(tmp_path: Path) -> None:
-    short = chameleon_eval.tune(TOPO, 3, SIZE, LONG_S, ROUNDS, tmp_path / "end", OPTIONS)
-    full = chameleon_eval.tune(TOPO, 3, SIZE, LONG_S, ROUNDS, tmp_path / "full",
+    short = chameleon_sim_eval.tune(TOPO, 3, SIZE, LONG_S, ROUNDS, tmp_path / "end", OPTIONS)
+    full = chameleon_sim_eval.tune(TOPO, 3, SIZE, LONG_S, ROUNDS, tmp_path / "full",
                                OPTIONS + ",end=0")  # as before: the run's whole duration
     assert short["stop"] == full["stop"] == "every parameter traversed"
     assert short["rounds"] == full["rounds"] and 2 <= short["rounds"] < ROUNDS
@@ -64,12 +64,12 @@ def test_stop_info_for_traversal_target_and_no_stop() -> None:
         {**base, "t_s": 1.0, "round": 0, "param": "a", "done": False},
         {**base, "t_s": 2.0, "round": 1, "param": "a", "done": True},
         {**base, "t_s": 2.0, "round": 2, "param": "final", "done": True, "metric": math.nan}])
-    assert chameleon_eval.stop_info(traversed) == {
+    assert chameleon_sim_eval.stop_info(traversed) == {
         "rounds": 2, "stop_t_s": 2.0, "stop": "every parameter traversed"}
     # the round that met the target ends the tuning without a final row: 2 rounds seen
     target = traversed.iloc[:2]
-    assert chameleon_eval.stop_info(target) == {
+    assert chameleon_sim_eval.stop_info(target) == {
         "rounds": 2, "stop_t_s": 2.0, "stop": "target reached"}
     running = traversed.iloc[:1]
-    info = chameleon_eval.stop_info(running)
+    info = chameleon_sim_eval.stop_info(running)
     assert info["rounds"] is None and math.isnan(info["stop_t_s"]) and info["stop"] == ""

@@ -1,7 +1,7 @@
 """CHAMELEON's evaluation, one task per seed, on the sweep's executors.
 
 Each seed of ``python -m p4cc.experiment.chameleon_eval`` (tune, then evaluate every
-setting: p4cc.experiment.chameleon_eval / chameleon_eval_bmv2) is one :class:`SeedTask`
+setting: p4cc.experiment.chameleon_sim_eval / chameleon_eval_bmv2) is one :class:`SeedTask`
 run by the executors ``p4cc sweep`` uses (p4cc.experiment.sweep_exec): processes of a
 local pool (``--executor pool``, the default) or Ray tasks (``--executor ray``, a
 cluster with ``--address``), with the sweep's progress view.  A ``sim`` evaluation runs
@@ -73,7 +73,7 @@ def run_seed(a: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
 
         return bm.run_seed(a["topology"], seed, a["size"], a["rounds"], out, a["options"],
                            a["iterations"], a["long"], a["scale"])
-    from p4cc.experiment import chameleon_eval as ev
+    from p4cc.experiment import chameleon_sim_eval as ev
 
     long_s = a["long"] or ev.PAPER_LONG_S
     tuned = ev.tune(a["topology"], seed, a["size"], long_s, a["rounds"], out, a["options"])
