@@ -55,9 +55,13 @@ NOISE_BETA = 0.2
 
 
 def _spec(name: str, topology: str, seed: int, duration_s: float, agent: str,
-          host_set: str, interval_s: float, scale: str = "testbed") -> ExperimentSpec:
+          host_set: str, interval_s: float, scale: str = "testbed",
+          backend: str = "bmv2") -> ExperimentSpec:
+    """The spec of one CHAMELEON run (also the simulator's, for
+    p4cc.experiment.chameleon_noise); its workload is a placeholder the schedule
+    given to :func:`_run` replaces."""
     return parse_spec({
-        "name": name, "backend": "bmv2", "topology": topology, "scale": scale,
+        "name": name, "backend": backend, "topology": topology, "scale": scale,
         "duration_s": duration_s, "seeds": [seed], "interval_s": interval_s,
         "agents": [agent], "host_cc": f"dcqcn:{host_set}",
         "outputs": ["telemetry", "flows"],
@@ -69,7 +73,8 @@ def _run(spec: ExperimentSpec, out: Path, sched: pd.DataFrame) -> Path:
     topo = spec.topo()
     _, events = build_schedule(spec, spec.seeds[0], topo)
     with sigterm_as_interrupt():  # `kill` tears the fabric down and marks the run partial
-        return run_variant(spec, get_backend("bmv2"), out, spec.agents[0], spec.seeds[0],
+        return run_variant(spec, get_backend(spec.backend), out, spec.agents[0],
+                           spec.seeds[0],
                            (sched, events), resolve(spec), None)
 
 
