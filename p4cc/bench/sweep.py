@@ -1,8 +1,10 @@
 """``p4cc bench sweep``: runs per minute of a fixed small sweep with 1 and 2 workers.
 
 The grid: the simulator, ``star,hosts=8`` at testbed scale, WebSearch (flow sizes scaled
-with the BDP) for ``--duration`` seconds, ``load`` = 0.3, 0.5, 0.7, 0.9, agents secn1 and
-secn2, ``--seeds`` seeds: 16 runs with the defaults.  One case per executor (``pool`` =
+with the BDP) for ``--duration`` seconds, ``load`` = 0.3, 0.5, 0.7, 0.9, ``--agents``
+(default secn1 and secn2; issue #12's bar is 4 agents × 4 loads × 3 seeds:
+``--agents secn1,secn2,acc,pet --seeds 3``), ``--seeds`` seeds: 16 runs with the
+defaults.  One case per executor (``pool`` =
 ``p4cc sweep --local``; ``ray`` = a local Ray instance, if Ray is installed) and worker
 count; each into a fresh temporary directory.  ``wall_s`` is the whole sweep as the user
 waits for it, including starting the workers (spawned processes import p4cc; Ray also
@@ -27,12 +29,13 @@ from p4cc.experiment.sweep import plan_sweep
 from p4cc.experiment.sweep_exec import execute, have_ray
 
 GRID = ("load=0.3,0.5,0.7,0.9",)
+AGENTS = ("secn1", "secn2")
 
 
-def bench_doc(duration_s: float) -> dict[str, Any]:
+def bench_doc(duration_s: float, agents: Sequence[str] = AGENTS) -> dict[str, Any]:
     return {"name": "benchsweep", "backend": "sim", "topology": "star,hosts=8",
             "scale": "testbed", "duration_s": duration_s, "interval_s": 0.05,
-            "agents": ["secn1", "secn2"],
+            "agents": list(agents),
             "workloads": [{"type": "websearch", "load": 0.5, "size_scale": "bdp"}]}
 
 
@@ -44,10 +47,11 @@ def _ray_init_s(workers: int) -> float:
     return time.monotonic() - t0
 
 
-def sweep_case(executor: str, workers: int, duration_s: float, seeds: int) -> dict[str, Any]:
+def sweep_case(executor: str, workers: int, duration_s: float, seeds: int,
+               agents: Sequence[str] = AGENTS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="p4cc-bench-sweep-") as tmp:
         spec = Path(tmp) / "spec.yaml"
-        spec.write_text(yaml.safe_dump(bench_doc(duration_s)))
+        spec.write_text(yaml.safe_dump(bench_doc(duration_s, agents)))
         plan = plan_sweep(spec, GRID, tuple(range(1, seeds + 1)), Path(tmp) / "sweep")
         t0 = time.monotonic()
         init_s = None
@@ -66,7 +70,8 @@ def sweep_case(executor: str, workers: int, duration_s: float, seeds: int) -> di
     cpu_s = [r.cpu_s for r in results if r.ok]
     out: dict[str, Any] = {
         "case": f"{executor}_w{workers}", "executor": executor, "workers": workers,
-        "runs": len(plan.tasks), "runs_ok": ok, "sim_duration_s": duration_s,
+        "agents": ",".join(agents), "runs": len(plan.tasks), "runs_ok": ok,
+        "sim_duration_s": duration_s,
         "wall_s": round(wall, 3), "runs_per_min": round(60.0 * ok / wall, 2),
         "run_mean_s": round(sum(run_s) / len(run_s), 3) if run_s else None,
         "run_cpu_mean_s": round(sum(cpu_s) / len(cpu_s), 3) if cpu_s else None,
@@ -83,12 +88,15 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     p.add_argument("--executor", action="append", choices=("pool", "ray"),
                    help="default: pool, and ray when installed")
+    p.add_argument("--agents", default=",".join(AGENTS),
+                   help="agents of every grid point, comma-separated")
     args = p.parse_args(list(argv))
+    agents = tuple(a for a in args.agents.split(",") if a)
     executors = args.executor or (["pool", "ray"] if have_ray() else ["pool"])
     for executor in executors:
         base = None
         for w in args.workers:
-            case = sweep_case(executor, w, args.duration, args.seeds)
+            case = sweep_case(executor, w, args.duration, args.seeds, agents)
             base = base or case["runs_per_min"]
             case["speedup_vs_first"] = round(case["runs_per_min"] / base, 2) if base else None
             yield case
