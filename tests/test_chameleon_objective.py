@@ -19,8 +19,10 @@ PERIODS = Periods(0.1, 1.0)
 
 
 def _controller(tune: bool = False) -> ChameleonController:
+    """(No warm-up period: the first period is a tuner round here.)"""
     return ChameleonController(SCALE, ChameleonConfig(long_period_s=1.0, short_period_s=0.1,
-                                                      tune=tune), clock=lambda: 0.0)
+                                                      tune=tune, warmup=0),
+                               clock=lambda: 0.0)
 
 
 def _report(ctl: ChameleonController, host: str, busy_periods: int, rate: float,

@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="long period (s); default 5 ms paper time (scaled on bmv2)")
     ap.add_argument("--rounds", type=int, default=120, help="tuning rounds at most")
     ap.add_argument("--options", default="", help="more chameleon agent options")
+    ap.add_argument("--open-loop", action="store_true",
+                    help="tuning runs repeat the all-to-all every long period whatever "
+                         "is still running (before session 16); default: a pair's next "
+                         "flow also waits for its previous one (chameleon_workload)")
     ap.add_argument("--backend", choices=("sim", "bmv2"), default="sim",
                     help="sim: paper scale; bmv2: testbed scale, every step a real run "
                          "(p4cc.experiment.chameleon_eval_bmv2; --size in testbed bytes, "

@@ -88,7 +88,8 @@ def verdict(run: Path) -> dict[str, Any]:
 
 
 def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int,
-         out: Path, options: str = "", scale: str = "testbed") -> dict[str, Any]:
+         out: Path, options: str = "", scale: str = "testbed",
+         closed: bool = True) -> dict[str, Any]:
     """Step 1 on BMv2: the final setting, rounds, the in-run metric, the verdict."""
     topo = parse_topo(topology, scale)
     agent = f"chameleon:long={long_s:g},short={long_s / 10:g},beta={NOISE_BETA:g}" + (
@@ -96,7 +97,7 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int,
     spec = _spec("chameleon_tune", topology, seed, (rounds + 1) * long_s, agent, "nvidia",
                  long_s * POLL_FRACTION, scale)
     sched = all_to_all(topo, size_bytes, rounds + 1, long_s, jitter_s=long_s / 100,
-                       seed=seed)
+                       seed=seed, closed=closed)
     t0 = time.monotonic()
     path = _run(spec, out / f"tune_seed{seed}", sched)
     rows = pd.read_csv(path / "chameleon.csv")
@@ -106,7 +107,7 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int,
     (out / f"setting_seed{seed}.json").write_text(json.dumps(setting, indent=1))
     return {"seed": seed, "rounds": int(last["round"]) if len(final) else None,
             "rounds_run": int(rows["round"].max()) + 1,
-            "metric_first": float(rows["metric"].iloc[0]),
+            "metric_first": float(rows.loc[rows["param"] != "warmup", "metric"].iloc[0]),
             "metric_best": float(rows["metric"].max()), "settings": setting,
             "wall_s": time.monotonic() - t0, "run": str(path), **verdict(path)}
 
@@ -144,12 +145,13 @@ def evaluate(topology: str, name: str, options: str, host_set: str, seed: int,
 
 def run_seed(topology: str, seed: int, size_bytes: int, rounds: int, out: Path,
              options: str = "", iterations: int = 3,
-             long_s: float | None = None, scale: str = "testbed") -> dict[str, Any]:
+             long_s: float | None = None, scale: str = "testbed",
+             closed: bool = True) -> dict[str, Any]:
     """Steps 1 and 2 for one seed at ``scale`` (a name: testbed, testbed-5m, ...)
     (p4cc.experiment.chameleon_tasks writes them to ``out/results-seed<k>.json``)."""
     long_s = long_s or get_scale(scale).time(PAPER_LONG_S)
     res: dict[str, Any] = {"tune": [tune(topology, seed, size_bytes, long_s, rounds, out,
-                                         options, scale)], "eval": []}
+                                         options, scale, closed)], "eval": []}
     for name, (opts, host_set) in arms(out, seed).items():
         res["eval"].append(evaluate(topology, name, opts, host_set, seed, size_bytes,
                                     long_s, iterations, 2 * long_s, out, scale))

@@ -97,7 +97,7 @@ def agent_name(setting: str, long_s: float, short_s: float) -> str:
 
 def run_seed(backend: str, topology: str, setting: str, seed: int, size_bytes: int,
              rounds: int, out: Path, long_s: float | None = None, scale: str = "testbed",
-             skip: int = 1) -> dict[str, Any]:
+             skip: int = 1, closed: bool = True) -> dict[str, Any]:
     """One run of ``rounds`` long periods under ``setting`` and its :func:`noise_stats`."""
     if rounds < skip + 3:
         raise ConfigError(f"--rounds {rounds}: need at least {skip + 3} (skip + 3)")
@@ -111,11 +111,12 @@ def run_seed(backend: str, topology: str, setting: str, seed: int, size_bytes: i
     spec = bm._spec(f"chameleon_noise_{setting}", topology, seed, (rounds + 1) * long_s,
                     agent, BASELINES[setting][0], interval_s, run_scale, backend=backend)
     sched = all_to_all(parse_topo(topology, run_scale), size_bytes, rounds + 1, long_s,
-                       jitter_s=long_s / 100, seed=seed)
+                       jitter_s=long_s / 100, seed=seed, closed=closed)
     path = bm._run(spec, out / f"{setting}_seed{seed}", sched)
     rows = fixed_rounds(path, skip)
     res: dict[str, Any] = {"seed": seed, "setting": setting, "backend": backend,
-                           "long_s": long_s, "skip": skip, "run": str(path),
+                           "long_s": long_s, "skip": skip, "closed": closed,
+                           "run": str(path),
                            **noise_stats(rows["metric"].to_numpy(dtype=float))}
     if backend == "bmv2":
         res.update(bm.verdict(path))
@@ -150,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="long period (s); default 5 ms paper time (scaled on bmv2)")
     ap.add_argument("--scale", default="testbed", help="bmv2: the scale of the runs")
     ap.add_argument("--skip", type=int, default=1, help="first rounds left out")
+    ap.add_argument("--open-loop", action="store_true",
+                    help="the all-to-all every long period whatever is still running "
+                         "(as tuning runs did before session 16)")
     ap.add_argument("--out", default="runs/chameleon_noise")
     a = ap.parse_args(argv)
     get_scale(a.scale)  # an unknown scale is refused before anything runs
@@ -161,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for seed in a.seeds:
         res = run_seed(a.backend, a.topology, a.setting, seed, a.size, a.rounds, out,
-                       a.long, a.scale, a.skip)
+                       a.long, a.scale, a.skip, not a.open_loop)
         (out / f"noise-{a.setting}-seed{seed}.json").write_text(
             json.dumps({"args": vars(a), **res}, indent=1, default=float))
         print(json.dumps(res, default=float), flush=True)

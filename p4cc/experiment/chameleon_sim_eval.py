@@ -46,7 +46,7 @@ PAPER_LONG_S = 5e-3
 
 
 def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, out: Path,
-         options: str = "") -> dict[str, Any]:
+         options: str = "", closed: bool = True) -> dict[str, Any]:
     """The agent ``chameleon`` on the sim backend (``p4cc run``'s run_variant, so a normal
     run directory): the all-to-all repeats every long period (one round per iteration)
     until the tuner stops (``end=1``: the run ends there) or ``rounds`` pass; its final
@@ -61,7 +61,7 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, 
         "workloads": [{"type": "bulk", "pairs": [["h1", "h2"]]}]})
     _, events = build_schedule(spec, seed, topo)
     sched = all_to_all(topo, size_bytes, rounds + 1, long_s, jitter_s=long_s / 100,
-                       seed=seed)
+                       seed=seed, closed=closed)
     t0 = time.monotonic()
     path = run_variant(spec, get_backend("sim"), out / f"tune_seed{seed}", agent, seed,
                        (sched, events), resolve(spec), lambda label, d: (lambda t: None))
@@ -70,7 +70,7 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, 
     last = final.iloc[0] if len(final) else rows.iloc[-1]
     return {"seed": seed, **stop_info(rows),
             "rounds_run": int(rows["round"].max()) + 1,
-            "metric_first": float(rows["metric"].iloc[0]),
+            "metric_first": float(rows.loc[rows["param"] != "warmup", "metric"].iloc[0]),
             "metric_best": float(rows["metric"].max()),
             "settings": {k: float(last[k]) for k in space.NAMES},
             "wall_s": time.monotonic() - t0, "run": str(path)}

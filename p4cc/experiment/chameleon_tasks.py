@@ -28,7 +28,7 @@ from p4cc.experiment.sweep import TaskResult
 
 #: the arguments that decide a seed's results (a stored seed with others is refused)
 RESULT_ARGS = ("backend", "topology", "size", "long", "rounds", "options", "scale",
-               "iterations")
+               "iterations", "open_loop")
 
 
 def seed_file(out: Path, seed: int) -> Path:
@@ -72,11 +72,12 @@ def run_seed(a: dict[str, Any], seed: int, out: Path) -> dict[str, Any]:
         from p4cc.experiment import chameleon_eval_bmv2 as bm
 
         return bm.run_seed(a["topology"], seed, a["size"], a["rounds"], out, a["options"],
-                           a["iterations"], a["long"], a["scale"])
+                           a["iterations"], a["long"], a["scale"], not a["open_loop"])
     from p4cc.experiment import chameleon_sim_eval as ev
 
     long_s = a["long"] or ev.PAPER_LONG_S
-    tuned = ev.tune(a["topology"], seed, a["size"], long_s, a["rounds"], out, a["options"])
+    tuned = ev.tune(a["topology"], seed, a["size"], long_s, a["rounds"], out, a["options"],
+                    not a["open_loop"])
     arms = {n: ev.fixed_settings(n) for n in ev.BASELINES}
     arms["chameleon"] = (tuned["settings"], "nvidia")
     rows = [{"seed": seed, "setting": name,

@@ -15,16 +15,27 @@ BASELINES = {"default": ("nvidia", "VENDOR"), "expert": ("hpcc-ns3", "SECN2")}
 
 
 def all_to_all(topo: TopoSpec, size_bytes: int, iterations: int = 1, period_s: float = 0.0,
-               jitter_s: float = 0.0, seed: int = 0) -> pd.DataFrame:
+               jitter_s: float = 0.0, seed: int = 0, closed: bool = False) -> pd.DataFrame:
     """Every host sends ``size_bytes`` to every other host, all starting together; with
     ``iterations`` > 1 the collective repeats every ``period_s`` (a training job's
-    all-to-all), each flow's start shifted by up to ``jitter_s`` (seeded)."""
+    all-to-all), each flow's start shifted by up to ``jitter_s`` (seeded).
+
+    ``closed``: a pair's flow of iteration k also waits until that pair's flow of
+    iteration k-1 has completed (``after``; it starts at the later of the two).  A
+    setting too slow to finish a collective within the period then cannot pile
+    collectives up -- at most one flow per pair is outstanding, the pairs' streams run
+    back to back -- while a fast one keeps the period.  Open loop, a slow setting's
+    backlog grows round after round, and so does every later round's metric drift,
+    whatever the tuner does (docs/results.md, CHAMELEON, session 16)."""
     hosts = [h.name for h in topo.hosts]
     pairs = [(s, d) for s in hosts for d in hosts if s != d]
     rng = np.random.default_rng(seed)
     starts = [k * period_s + float(rng.uniform(0, jitter_s)) if jitter_s else k * period_s
               for k in range(iterations) for _ in pairs]
+    n = len(pairs)
+    after = [i - n if closed and i >= n else -1 for i in range(iterations * n)]
     return frame({"start_s": starts, "src": [s for _ in range(iterations) for s, _d in pairs],
                   "dst": [d for _ in range(iterations) for _s, d in pairs],
                   "size_bytes": size_bytes, "cls": "a2a",
-                  "tag": [f"a2a{k}" for k in range(iterations) for _ in pairs]})
+                  "tag": [f"a2a{k}" for k in range(iterations) for _ in pairs],
+                  "after": after})
