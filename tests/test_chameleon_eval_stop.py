@@ -73,3 +73,31 @@ def test_stop_info_for_traversal_target_and_no_stop() -> None:
     running = traversed.iloc[:1]
     info = chameleon_sim_eval.stop_info(running)
     assert info["rounds"] is None and math.isnan(info["stop_t_s"]) and info["stop"] == ""
+
+
+def test_sim_tuning_runs_use_the_measured_beta_unless_told(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tuning run's controller gets β = SIM_NOISE_BETA (above the objective's
+    round-to-round noise on the simulator), and a ``beta=`` in the options replaces it;
+    the tuning workload is closed loop unless asked otherwise."""
+    from p4cc.experiment.chameleon import own_controller, parse_options
+
+    seen: list[tuple[str, bool]] = []
+
+    class Stop(Exception):
+        pass
+
+    def run_variant(spec: object, be: object, out: object, agent: str, seed: int,
+                    sched_events: tuple[pd.DataFrame, object], *rest: object) -> Path:
+        seen.append((agent, bool((sched_events[0]["after"] >= 0).any())))
+        raise Stop
+
+    monkeypatch.setattr(chameleon_sim_eval, "run_variant", run_variant)
+    for options, closed in (("", True), ("beta=0.02,patience=2", False)):
+        with pytest.raises(Stop):
+            chameleon_sim_eval.tune(TOPO, 1, SIZE, LONG_S, 3, tmp_path, options, closed)
+    (a1, closed1), (a2, closed2) = seen
+    first, second = (parse_options(own_controller(a) or "") for a in (a1, a2))
+    assert first.tuner.beta == chameleon_sim_eval.SIM_NOISE_BETA == 0.1
+    assert second.tuner.beta == 0.02 and second.tuner.patience == 2
+    assert closed1 and not closed2
