@@ -54,3 +54,20 @@ def test_collect_maps_flows_by_their_ref() -> None:
            {"flow_id": "", "ref": "9"}]  # started out of schedule order; 9 never started
     assert _started_order(fct, [3, 7, 9]) == [7, 3]
     assert _started_order([{"flow_id": "1"}], [4, 5]) == [4, 5]  # older senders: no ref
+
+
+def test_flows_standing_by_for_a_running_local_flow_are_handed_out_once() -> None:
+    """A waiting flow is handed out for set-up ahead once the flow it waits for (this
+    sender's) has started and its own start is within the lead; not for another
+    sender's flow, not before the one it waits for has started."""
+    ch = FlowChain([_spec(0), _spec(1, start=0.5, after=0), _spec(2, start=9.0, after=0),
+                    _spec(3, after=1), _spec(4, after=77)])
+    assert ch.standing_by(0.0, 0.1) == []  # 0 has not started yet
+    assert [s.ref for s in ch.due(0.0)] == [0]
+    assert ch.standing_by(0.0, 0.1) == []  # 1 starts at 0.5 at the earliest
+    assert [s.ref for s in ch.standing_by(0.45, 0.1)] == [1]
+    assert ch.standing_by(0.46, 0.1) == []  # once
+    assert ch.standing_by(5.0, 0.1) == []  # 2 (at 9.0) not yet; 3 waits for 1, not started
+    ch.completed(_spec(0), 1.0)
+    assert [s.ref for s in ch.due(1.0)] == [1]
+    assert [s.ref for s in ch.standing_by(1.0, 0.1)] == [3]  # 4 waits for another sender

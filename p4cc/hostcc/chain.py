@@ -33,6 +33,8 @@ class FlowChain:
                 self._heap.append((s.start_s, i))
         heapq.heapify(self._heap)
         self._local = {s.ref for s in self.specs if s.ref >= 0}
+        self._index = {s.ref: i for i, s in enumerate(self.specs) if s.ref >= 0}
+        self._standby: set[int] = set()  # waiting flows handed out by standing_by
         self.started: set[int] = set()
         self.skipped = 0  # released after their stop_s
         self._done: set[int] = set()
@@ -108,6 +110,25 @@ class FlowChain:
         if self._wfd is not None:
             os.write(self._wfd, f"{spec.ref}\n".encode())
         self._release(spec.ref, t)
+
+    def standing_by(self, t: float, ahead_s: float) -> list[FlowSpec]:
+        """Waiting flows that may be released any moment, each handed out once: the flow
+        each waits for is this sender's own and has started, and its own ``start_s`` is
+        within ``ahead_s`` of ``t``.  The sender sets them up ahead (socket, controller,
+        HTB class) as it does scheduled flows, so a release does not wait for the set-up
+        (a closed-loop all-to-all on BMv2 started its chained flows 2.5 ms late at the
+        median, 10 % of them more than one base RTT).  Flows waiting for another
+        sender's flow are not: when that starts cannot be seen from here."""
+        out = []
+        for ref, waiters in self._waiting.items():
+            j = self._index.get(ref)
+            if j is None or j not in self.started:
+                continue
+            for i in waiters:
+                if i not in self._standby and self.specs[i].start_s <= t + ahead_s:
+                    self._standby.add(i)
+                    out.append(self.specs[i])
+        return out
 
     def not_started(self) -> list[FlowSpec]:
         return [s for i, s in enumerate(self.specs) if i not in self.started]

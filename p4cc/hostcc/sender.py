@@ -47,6 +47,12 @@ ControllerFactory = Callable[[FlowSpec], RateController]
 SetUp = tuple[int, socket.socket, RateController, Callable[[], object]]
 
 
+def _key(spec: FlowSpec) -> tuple[str, int]:
+    """A prepared flow's key: its schedule id (the chain hands a released flow back as a
+    copy that carries its release time), else the spec object's identity."""
+    return ("ref", spec.ref) if spec.ref >= 0 else ("id", id(spec))
+
+
 def _ready() -> None:
     return None
 
@@ -97,7 +103,7 @@ class Sender(SendPaths):
         # class) prepare_ahead_s before it, so that the set-up does not delay its start
         self._timed = [s for s in self.specs if s.after < 0]
         self._prep_next = 0
-        self._prepared: dict[int, SetUp] = {}
+        self._prepared: dict[tuple[str, int], SetUp] = {}
         self._next_fid = 1
         #: real-time priority for the wait before a flow's start (cfg.start_rt_prio)
         self.boost = StartBoost(cfg.start_rt_prio)
@@ -273,7 +279,7 @@ class Sender(SendPaths):
     def _start_due(self, t: float) -> None:
         cfg = self.cfg
         for spec in self.chain.due(t):
-            prepared = self._prepared.pop(id(spec), None)
+            prepared = self._prepared.pop(_key(spec), None)
             fid, sock, ctl, class_made = prepared if prepared is not None else self._set_up(spec, t)
             try:
                 class_made()  # (at once, unless the pacer's thread is still on it)
@@ -328,14 +334,20 @@ class Sender(SendPaths):
 
     def _prepare(self, t: float) -> None:
         """Set up the scheduled flows that start within ``prepare_ahead_s`` of ``t`` (those
-        due by ``t`` have just been started, or skipped, by ``_start_due``)."""
+        due by ``t`` have just been started, or skipped, by ``_start_due``), and the
+        chained flows standing by for one of this sender's running flows
+        (FlowChain.standing_by)."""
         timed, ahead = self._timed, self.cfg.prepare_ahead_s
-        while ahead > 0 and self._prep_next < len(timed) \
-                and timed[self._prep_next].start_s <= t + ahead:
+        if ahead <= 0:
+            return
+        while self._prep_next < len(timed) and timed[self._prep_next].start_s <= t + ahead:
             spec = timed[self._prep_next]
             self._prep_next += 1
             if t < spec.start_s <= spec.stop_s:  # (the chain skips one after its stop)
-                self._prepared[id(spec)] = self._set_up(spec, spec.start_s)
+                self._prepared[_key(spec)] = self._set_up(spec, spec.start_s)
+        for spec in self.chain.standing_by(t, ahead):
+            if spec.start_s <= spec.stop_s:
+                self._prepared[_key(spec)] = self._set_up(spec, max(t, spec.start_s))
 
     def _set_up(self, spec: FlowSpec, t: float) -> SetUp:
         """A flow's local id, socket and controller, and its HTB class at the controller's
