@@ -71,3 +71,16 @@ def test_flows_standing_by_for_a_running_local_flow_are_handed_out_once() -> Non
     ch.completed(_spec(0), 1.0)
     assert [s.ref for s in ch.due(1.0)] == [1]
     assert [s.ref for s in ch.standing_by(1.0, 0.1)] == [3]  # 4 waits for another sender
+
+
+def test_released_flows_with_a_later_start_are_handed_out_ahead_of_it() -> None:
+    """A chained flow released long before its own start (its predecessor completed
+    early: a closed-loop all-to-all whose collectives fit their period) is handed out
+    within the lead of that start, once -- it was not before: set up only when due."""
+    ch = FlowChain([_spec(0), _spec(1, start=2.5, after=0)])
+    ch.due(0.0)
+    ch.completed(_spec(0), 0.3)  # released; due at 2.5
+    assert ch.standing_by(0.3, 0.05) == [] and ch.next_start() == 2.5
+    assert [s.ref for s in ch.standing_by(2.46, 0.05)] == [1]
+    assert ch.standing_by(2.47, 0.05) == []
+    assert [s.ref for s in ch.due(2.5)] == [1]

@@ -190,3 +190,16 @@ def test_a_negative_lead_time_is_refused() -> None:
     with pytest.raises(ConfigError, match="prepare_ahead_s"):
         SenderConfig(prepare_ahead_s=-0.1)
 
+
+
+def test_a_released_flow_with_a_later_start_is_prepared_for_it() -> None:
+    """Released long before its own start (the flow it waited for completed early), a
+    chained flow is set up within the lead of that start and starts on time."""
+    specs = [FlowSpec("x", 3000, start_s=0.2, ref=0),
+             FlowSpec("x", 3000, start_s=0.5, ref=1, after=0)]
+    recs, pacer = run(0.15, specs)
+    by_ref = {r["ref"]: r for r in recs}
+    assert by_ref[0]["end_s"] < 0.4  # released well before its start
+    assert by_ref[1]["sched_start_s"] == pytest.approx(0.5)
+    assert max(pacer.added) < 0.5  # its class was made before its start ...
+    assert late_ms([by_ref[1]])[0] < 0.5e3 * SETUP_S  # ... so it did not wait for it

@@ -35,6 +35,7 @@ class FlowChain:
         self._local = {s.ref for s in self.specs if s.ref >= 0}
         self._index = {s.ref: i for i, s in enumerate(self.specs) if s.ref >= 0}
         self._standby: set[int] = set()  # waiting flows handed out by standing_by
+        self._released: list[tuple[float, int]] = []  # chained, released, not yet due
         self.started: set[int] = set()
         self.skipped = 0  # released after their stop_s
         self._done: set[int] = set()
@@ -74,7 +75,10 @@ class FlowChain:
             return
         self._done.add(ref)
         for i in self._waiting.pop(ref, []):
-            heapq.heappush(self._heap, (max(self.specs[i].start_s, t), i))
+            ready = max(self.specs[i].start_s, t)
+            heapq.heappush(self._heap, (ready, i))
+            if i not in self._standby:
+                heapq.heappush(self._released, (ready, i))
 
     def _read_others(self, t: float) -> None:
         if self._fd is None or not self._waiting:
@@ -112,14 +116,21 @@ class FlowChain:
         self._release(spec.ref, t)
 
     def standing_by(self, t: float, ahead_s: float) -> list[FlowSpec]:
-        """Waiting flows that may be released any moment, each handed out once: the flow
-        each waits for is this sender's own and has started, and its own ``start_s`` is
-        within ``ahead_s`` of ``t``.  The sender sets them up ahead (socket, controller,
-        HTB class) as it does scheduled flows, so a release does not wait for the set-up
-        (a closed-loop all-to-all on BMv2 started its chained flows 2.5 ms late at the
-        median, 10 % of them more than one base RTT).  Flows waiting for another
+        """Chained flows to set up ahead, each handed out once: those released (the flow
+        they waited for has completed) whose start is within ``ahead_s`` of ``t``, and
+        those still waiting that may be released any moment -- the flow each waits for
+        is this sender's own and has started, and its own ``start_s`` is within
+        ``ahead_s`` of ``t``.  The sender sets them up ahead (socket, controller, HTB
+        class) as it does scheduled flows, so a start does not wait for the set-up (a
+        closed-loop all-to-all on BMv2 started its chained flows 2.5 ms late at the
+        median, 10 % of them more than one base RTT).  Flows still waiting for another
         sender's flow are not: when that starts cannot be seen from here."""
         out = []
+        while self._released and self._released[0][0] <= t + ahead_s:
+            _ready, i = heapq.heappop(self._released)
+            if i not in self._standby and i not in self.started:
+                self._standby.add(i)
+                out.append(self.specs[i])
         for ref, waiters in self._waiting.items():
             j = self._index.get(ref)
             if j is None or j not in self.started:
