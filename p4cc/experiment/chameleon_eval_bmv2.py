@@ -48,9 +48,10 @@ PAPER_LONG_S = 5e-3
 POLL_FRACTION = 0.2
 #: the tuner's β on this fabric unless ``options`` give one: one round's metric under a
 #: FIXED setting varies by 14 % (CV over 40 rounds) and from one round to the next by
-#: sd 0.20 of its value (docs/results.md, CHAMELEON, "Session 15"); with the simulator's
-#: β = 0.01 half of all rounds "improve" by chance and the tuner walks on noise (it never
-#: traversed the ten parameters in 150 rounds), with β = 0.2 one round in seven does
+#: sd 0.20 of its value (p4cc.experiment.chameleon_noise, 3 seeds, testbed-5m dumbbell;
+#: docs/results.md, CHAMELEON, "The objective's noise"); with β = 0.01 48 % of the rounds
+#: "improve" by chance and the tuner walks on noise (it never traversed the ten
+#: parameters in 150 rounds), with β = 0.2 one round in seven does
 NOISE_BETA = 0.2
 
 
