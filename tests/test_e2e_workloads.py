@@ -98,12 +98,20 @@ def test_thirty_second_run_report_filled(tmp_path: Path) -> None:
     assert done >= 0.5 * len(f)
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_killed_run_is_partial_and_clean(tmp_path: Path, sig: signal.Signals) -> None:
     spec = _write(tmp_path, duration_s=60)
     out = tmp_path / "runs"
+    # (SIGINT as a terminal sends it: a pytest started in the background by a shell
+    # without job control has SIGINT ignored, and a child inherits that, so the run
+    # would never see the signal this test sends)
     proc = subprocess.Popen(_p4cc("run", str(spec), "--out", str(out)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=_default_sigint)
     log = out / "secn1" / "log.txt"
     deadline = time.monotonic() + 90
     try:
