@@ -56,6 +56,8 @@ def test_bad_arguments_are_refused_before_anything_runs(tmp_path: Path) -> None:
         chameleon_noise.main(["--setting", "best", "--out", str(out)])
     with pytest.raises(ConfigError, match="unknown scale 'nope'"):
         chameleon_noise.main(["--backend", "bmv2", "--scale", "nope", "--out", str(out)])
+    with pytest.raises(ConfigError, match="--skip -1: must be >= 0"):
+        chameleon_noise.main(["--skip", "-1", "--out", str(out)])
     assert not out.exists()
     with pytest.raises(ConfigError, match="--rounds 3: need at least 4"):
         chameleon_noise.run_seed("sim", TOPO, "default", 1, 20_000, 3, out)
