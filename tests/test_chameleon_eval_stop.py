@@ -87,12 +87,12 @@ def test_sim_tuning_runs_use_the_measured_beta_unless_told(
     class Stop(Exception):
         pass
 
-    def run_variant(spec: object, be: object, out: object, agent: str, seed: int,
-                    sched_events: tuple[pd.DataFrame, object], *rest: object) -> Path:
-        seen.append((agent, bool((sched_events[0]["after"] >= 0).any())))
+    def play(spec: object, out: object, sched: pd.DataFrame, quiet: bool = False) -> Path:
+        agent = spec.agents[0]  # type: ignore[attr-defined]
+        seen.append((agent, bool((sched["after"] >= 0).any())))
         raise Stop
 
-    monkeypatch.setattr(chameleon_sim_eval, "run_variant", run_variant)
+    monkeypatch.setattr(chameleon_sim_eval, "play", play)
     for options, closed in (("", True), ("beta=0.02,patience=2", False)):
         with pytest.raises(Stop):
             chameleon_sim_eval.tune(TOPO, 1, SIZE, LONG_S, 3, tmp_path, options, closed)

@@ -31,11 +31,8 @@ import numpy as np
 import pandas as pd
 
 from p4cc.chameleon import space
-from p4cc.experiment.backend import get_backend
-from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
-from p4cc.experiment.runner import run_variant, sigterm_as_interrupt
-from p4cc.experiment.schedule import build_schedule
-from p4cc.experiment.spec import ExperimentSpec, parse_spec, resolve
+from p4cc.experiment.chameleon_workload import BASELINES, all_to_all, play, run_spec
+from p4cc.experiment.spec import ExperimentSpec
 from p4cc.scale import get_scale
 from p4cc.topo.spec import parse_topo
 
@@ -56,27 +53,13 @@ NOISE_BETA = 0.2
 
 
 def _spec(name: str, topology: str, seed: int, duration_s: float, agent: str,
-          host_set: str, interval_s: float, scale: str = "testbed",
-          backend: str = "bmv2") -> ExperimentSpec:
-    """The spec of one CHAMELEON run (also the simulator's, for
-    p4cc.experiment.chameleon_noise); its workload is a placeholder the schedule
-    given to :func:`_run` replaces."""
-    return parse_spec({
-        "name": name, "backend": backend, "topology": topology, "scale": scale,
-        "duration_s": duration_s, "seeds": [seed], "interval_s": interval_s,
-        "agents": [agent], "host_cc": f"dcqcn:{host_set}",
-        "outputs": ["telemetry", "flows"],
-        # (the all-to-all below replaces this placeholder workload)
-        "workloads": [{"type": "bulk", "pairs": [["h1", "h2"]]}]})
+          host_set: str, interval_s: float, scale: str = "testbed") -> ExperimentSpec:
+    return run_spec(name, "bmv2", topology, scale, seed, duration_s, agent, host_set,
+                    interval_s)
 
 
 def _run(spec: ExperimentSpec, out: Path, sched: pd.DataFrame) -> Path:
-    topo = spec.topo()
-    _, events = build_schedule(spec, spec.seeds[0], topo)
-    with sigterm_as_interrupt():  # `kill` tears the fabric down and marks the run partial
-        return run_variant(spec, get_backend(spec.backend), out, spec.agents[0],
-                           spec.seeds[0],
-                           (sched, events), resolve(spec), None)
+    return play(spec, out, sched)
 
 
 def verdict(run: Path) -> dict[str, Any]:

@@ -38,7 +38,7 @@ import pandas as pd
 from p4cc.analysis.stats import mean_ci
 from p4cc.errors import ConfigError, P4ccError
 from p4cc.experiment import chameleon_eval_bmv2 as bm
-from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
+from p4cc.experiment.chameleon_workload import BASELINES, all_to_all, play, run_spec
 from p4cc.scale import get_scale
 from p4cc.topo.spec import parse_topo
 
@@ -108,11 +108,11 @@ def run_seed(backend: str, topology: str, setting: str, seed: int, size_bytes: i
     # POLL_FRACTION of the long period (chameleon_eval_bmv2: the read spread of a poll)
     interval_s = short_s if backend == "sim" else long_s * bm.POLL_FRACTION
     agent = agent_name(setting, long_s, short_s)
-    spec = bm._spec(f"chameleon_noise_{setting}", topology, seed, (rounds + 1) * long_s,
-                    agent, BASELINES[setting][0], interval_s, run_scale, backend=backend)
+    spec = run_spec(f"chameleon_noise_{setting}", backend, topology, run_scale, seed,
+                    (rounds + 1) * long_s, agent, BASELINES[setting][0], interval_s)
     sched = all_to_all(parse_topo(topology, run_scale), size_bytes, rounds + 1, long_s,
                        jitter_s=long_s / 100, seed=seed, closed=closed)
-    path = bm._run(spec, out / f"{setting}_seed{seed}", sched)
+    path = play(spec, out / f"{setting}_seed{seed}", sched)
     rows = fixed_rounds(path, skip)
     res: dict[str, Any] = {"seed": seed, "setting": setting, "backend": backend,
                            "long_s": long_s, "skip": skip, "closed": closed,

@@ -28,12 +28,8 @@ import pandas as pd
 
 from p4cc.chameleon import space
 from p4cc.controlplane.agents.chameleon import ecn_setting
-from p4cc.experiment.backend import get_backend
 from p4cc.experiment.chameleon import default_settings
-from p4cc.experiment.chameleon_workload import BASELINES, all_to_all
-from p4cc.experiment.runner import run_variant
-from p4cc.experiment.schedule import build_schedule
-from p4cc.experiment.spec import parse_spec, resolve
+from p4cc.experiment.chameleon_workload import BASELINES, all_to_all, play, run_spec
 from p4cc.hostcc.dcqcn import dcqcn_params
 from p4cc.scale import get_scale
 from p4cc.sim.cc import DcqcnHook
@@ -61,18 +57,12 @@ def tune(topology: str, seed: int, size_bytes: int, long_s: float, rounds: int, 
     topo = parse_topo(topology, "paper")
     agent = f"chameleon:long={long_s:g},end=1,beta={SIM_NOISE_BETA:g}" + (
         f",{options}" if options else "")  # (a later beta= in options wins)
-    spec = parse_spec({
-        "name": "chameleon_tune", "backend": "sim", "topology": topology, "scale": "paper",
-        "duration_s": (rounds + 1) * long_s, "seeds": [seed], "interval_s": long_s / 10,
-        "agents": [agent], "host_cc": "dcqcn:nvidia", "outputs": ["flows"],
-        # (the schedule below replaces this placeholder workload)
-        "workloads": [{"type": "bulk", "pairs": [["h1", "h2"]]}]})
-    _, events = build_schedule(spec, seed, topo)
+    spec = run_spec("chameleon_tune", "sim", topology, "paper", seed, (rounds + 1) * long_s,
+                    agent, "nvidia", long_s / 10, outputs=("flows",))
     sched = all_to_all(topo, size_bytes, rounds + 1, long_s, jitter_s=long_s / 100,
                        seed=seed, closed=closed)
     t0 = time.monotonic()
-    path = run_variant(spec, get_backend("sim"), out / f"tune_seed{seed}", agent, seed,
-                       (sched, events), resolve(spec), lambda label, d: (lambda t: None))
+    path = play(spec, out / f"tune_seed{seed}", sched, quiet=True)
     rows = pd.read_csv(path / "chameleon.csv")
     final = rows[rows["param"] == "final"]  # the setting the tuner stopped at, if it did
     last = final.iloc[0] if len(final) else rows.iloc[-1]

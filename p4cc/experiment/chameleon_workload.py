@@ -1,12 +1,21 @@
 """What CHAMELEON's evaluations play and compare (docs/results.md, "CHAMELEON"), shared
-by the simulator evaluation (p4cc.experiment.chameleon_eval) and the BMv2 one
-(p4cc.experiment.chameleon_eval_bmv2)."""
+by the simulator evaluation (p4cc.experiment.chameleon_sim_eval), the BMv2 one
+(p4cc.experiment.chameleon_eval_bmv2) and the noise measurement
+(p4cc.experiment.chameleon_noise): the settings compared, the all-to-all, and one run
+of it (:func:`run_spec`, :func:`play`) through ``p4cc run``'s run_variant."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from p4cc.experiment.backend import get_backend
+from p4cc.experiment.runner import run_variant, sigterm_as_interrupt
+from p4cc.experiment.schedule import build_schedule
+from p4cc.experiment.spec import ExperimentSpec, parse_spec, resolve
 from p4cc.topo.spec import TopoSpec
 from p4cc.traffic.workloads import frame
 
@@ -39,3 +48,25 @@ def all_to_all(topo: TopoSpec, size_bytes: int, iterations: int = 1, period_s: f
                   "size_bytes": size_bytes, "cls": "a2a",
                   "tag": [f"a2a{k}" for k in range(iterations) for _ in pairs],
                   "after": after})
+
+
+def run_spec(name: str, backend: str, topology: str, scale: str, seed: int,
+             duration_s: float, agent: str, host_set: str, interval_s: float,
+             outputs: Sequence[str] = ("telemetry", "flows")) -> ExperimentSpec:
+    """The spec of one CHAMELEON run; its workload is a placeholder that the schedule
+    given to :func:`play` replaces."""
+    return parse_spec({
+        "name": name, "backend": backend, "topology": topology, "scale": scale,
+        "duration_s": duration_s, "seeds": [seed], "interval_s": interval_s,
+        "agents": [agent], "host_cc": f"dcqcn:{host_set}", "outputs": list(outputs),
+        "workloads": [{"type": "bulk", "pairs": [["h1", "h2"]]}]})
+
+
+def play(spec: ExperimentSpec, out: Path, sched: pd.DataFrame, quiet: bool = False) -> Path:
+    """``spec``'s one agent and seed on its backend with ``sched`` as the schedule: a run
+    directory under ``out`` as ``p4cc run`` writes it (``quiet``: no progress line)."""
+    _, events = build_schedule(spec, spec.seeds[0], spec.topo())
+    progress = (lambda label, d: (lambda t: None)) if quiet else None
+    with sigterm_as_interrupt():  # `kill` tears a fabric down and marks the run partial
+        return run_variant(spec, get_backend(spec.backend), out, spec.agents[0],
+                           spec.seeds[0], (sched, events), resolve(spec), progress)
