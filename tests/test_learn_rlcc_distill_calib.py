@@ -165,7 +165,8 @@ def test_distill_cli_set_and_help_config_address_the_distill_config() -> None:
     teacher = str(data_dir() / "rlcc-adpg-mlp-long.npz")
     base = [sys.executable, "-m", "p4cc", "train", "rlcc", "--distill", teacher]
     out = subprocess.run([*base, "--set", "calibrate=true", "--set", "calibrate_ns=16,64",
-                          "--set", "monotone=1,-1,1,-1", "--help-config"],
+                          "--set", "linear_leaves=false", "--set", "monotone=1,-1,1,-1",
+                          "--help-config"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert "calibrate = True" in out and "calibrate_ns = (16, 64)" in out
     assert "monotone = (1, -1, 1, -1)" in out

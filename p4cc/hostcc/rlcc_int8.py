@@ -199,6 +199,9 @@ class Int8Trees(_Int8Base):
 
         if not isinstance(trees, TreePolicy):
             raise ConfigError("Int8Trees needs a TreePolicy")
+        if trees.linear:  # the inputs become bin codes: a leaf's weights have no operand
+            raise ConfigError("int8 inference of linear leaves is not implemented (its "
+                              "inputs are bin indices); use the float trees")
         self.name = "trees-int8"
         self.window, self.output = trees.window, trees.output
         self.depth, self.left, self.right = trees.depth, trees.left, trees.right

@@ -31,7 +31,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    choices=("many-to-one", "all-to-all", "long-short", "operating-points"),
                    help="rlcc: instead of training, run one evaluation scenario "
                         "(p4cc.learn.rlcc_scenarios) for the CCs of --compare (default "
-                        "adpg-mlp,adpg-trees,pi,dcqcn) at each --eval-ns (flows; hosts for "
+                        "adpg-mlp-long,adpg-trees,pi,dcqcn) at each --eval-ns (flows; hosts for "
                         "all-to-all; flows in all for long-short; N→1 for operating-points)")
     p.add_argument("--rtts", type=int,
                    help="rlcc --evaluate: base RTTs per run (default: the scenario's)")

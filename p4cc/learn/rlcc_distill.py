@@ -16,7 +16,8 @@ teacher's clean outputs (DART, :class:`_Jitter`): along the teacher's exact path
 near-linear law there (y ≈ 13.2·δ_t − 7.1·δ_{t−1} − 4.0·(a_{t−1} − 1) at the crossing,
 measured on ``adpg-mlp-long``).  Optional and off by default (they made the closed-loop
 queue worse in session 7): states of large incasts (:func:`incast_states`) and sample
-weights at the teacher's crossing (:func:`operating_weights`).  The LightGBM settings
+weights at the teacher's crossing (:func:`operating_weights`).  Leaves are linear by
+default (session 17, :mod:`p4cc.learn.rlcc_distill_fit`).  The LightGBM settings
 (min_data_in_leaf 500, max_bin 1023) were picked by a random search on the closed-loop
 queue at 256 and 1,536 flows (docs/hostcc-cc.md "Distilled trees").  Also optional and
 off by default (session 8, docs/learning.md "Distillation into ≤ 10 trees"): monotone
@@ -46,14 +47,16 @@ from p4cc.learn import rlcc_distill_dagger as D
 from p4cc.learn.rlcc_adpg import AdpgConfig, Episode
 from p4cc.learn.rlcc_distill_calib import VALIDATION_NS
 from p4cc.learn.rlcc_distill_dagger import Mixture
+from p4cc.learn.rlcc_distill_fit import MAX_DEPTH, MAX_TREES, fit, to_p4cc_trees
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.topo.spec import parse_topo
 
-#: Device limits of NVIDIA RL-CC §6 (ConnectX-6Dx): ≤ 10 trees, depth ≤ 4.
-MAX_TREES, MAX_DEPTH = 10, 4
+__all__ = ["MAX_DEPTH", "MAX_TREES", "DistillConfig", "distill", "fit", "gather",
+           "gather_all", "incast_states", "label", "operating_weights", "teacher_action",
+           "teacher_crossing", "teacher_y", "to_p4cc_trees"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,14 @@ class DistillConfig:
                 "The teacher's own signs are −1,−1,1,−1; 1,−1,1,−1 makes the output "
                 "non-decreasing along the steady diagonal δ_{t−1} = δ_t.  Free by default: "
                 "neither brought the closed-loop queue closer (session 8)"})
+    linear_leaves: bool = field(default=True, metadata={
+        "help": "LightGBM linear_tree: each leaf is a linear model of the features split "
+                "on along its path (≤ 4 terms at depth 4; 10 trees then cost ≤ 130 "
+                "operations, inside NVIDIA RL-CC §5.3's 150).  On by default since "
+                "session 17 (the only students within 2 % of the teacher); false: the "
+                "paper's constant leaves (p4cc.learn.rlcc_distill_fit)"})
+    linear_lambda: float = field(default=0.0, metadata={
+        "help": "LightGBM linear_lambda: ridge penalty of the linear leaves"})
     trees: int = field(default=MAX_TREES, metadata={"help": "boosting rounds (≤ 10)"})
     depth: int = field(default=MAX_DEPTH, metadata={"help": "tree depth (≤ 4)"})
     calibrate: bool = field(default=False, metadata={
@@ -127,6 +138,11 @@ class DistillConfig:
         if not (1 <= self.trees <= MAX_TREES and 1 <= self.depth <= MAX_DEPTH):
             raise ConfigError(f"trees={self.trees}, depth={self.depth}: the device allows "
                               f"≤ {MAX_TREES} trees of depth ≤ {MAX_DEPTH}")
+        if self.linear_leaves and any(self.monotone):
+            raise ConfigError("monotone constraints need constant leaves (LightGBM): "
+                              "set linear_leaves=false before monotone")
+        if self.linear_lambda < 0:
+            raise ConfigError(f"linear_lambda={self.linear_lambda} must be >= 0")
         if not 0.0 < self.large_keep <= 1.0 or self.weight_width < 0 or self.weight_gain < 0:
             raise ConfigError("large_keep in (0, 1], weight_width >= 0, weight_gain >= 0")
         if self.calibrate_span <= 0 or self.calibrate_steps < 0 or self.calibrate_rtts < 2 \
@@ -275,53 +291,6 @@ def operating_weights(x: np.ndarray, center: float, width: float, gain: float) -
     return 1.0 + gain * np.exp(-0.5 * ((x[:, -2] - center) / width) ** 2)
 
 
-def fit(x: np.ndarray, y: np.ndarray, trees: int = MAX_TREES, depth: int = MAX_DEPTH,
-        learning_rate: float = 0.5, seed: int = 0, weight: np.ndarray | None = None,
-        min_data_in_leaf: int = 20, max_bin: int = 255, lambda_l2: float = 0.0,
-        monotone: tuple[int, ...] = ()) -> Any:
-    """A LightGBM regressor within the device limits (squared error, ``weight``ed if
-    given; ``monotone``: one constraint per feature, +1 non-decreasing, −1 non-increasing,
-    0 free)."""
-    import lightgbm as lgb
-
-    params: dict[str, Any] = {
-        "objective": "regression", "max_depth": depth, "num_leaves": 2 ** depth,
-        "learning_rate": learning_rate, "min_data_in_leaf": min_data_in_leaf,
-        "max_bin": max_bin, "lambda_l2": lambda_l2,
-        "seed": seed, "deterministic": True, "verbose": -1, "num_threads": 1}
-    if any(monotone):
-        if len(monotone) != x.shape[1]:
-            raise ConfigError(f"monotone has {len(monotone)} entries for {x.shape[1]} features")
-        params["monotone_constraints"] = list(monotone)
-    return lgb.train(params, lgb.Dataset(x, y, weight=weight), num_boost_round=trees)
-
-
-def to_p4cc_trees(model: Any, window: int, output: str = "bounded") -> dict[str, Any]:
-    """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left)."""
-    dump = model.dump_model()
-    trees = []
-    for info in dump["tree_info"]:
-        nodes: list[dict[str, Any]] = []
-
-        def walk(nd: dict[str, Any], nodes: list[dict[str, Any]] = nodes) -> int:
-            i = len(nodes)
-            nodes.append({})
-            if "leaf_value" in nd:
-                nodes[i] = {"leaf": float(nd["leaf_value"])}
-                return i
-            if nd.get("decision_type", "<=") != "<=":
-                raise ValueError(f"unsupported LightGBM split {nd.get('decision_type')}")
-            left, right = walk(nd["left_child"]), walk(nd["right_child"])
-            nodes[i] = {"feature": int(nd["split_feature"]), "threshold": float(nd["threshold"]),
-                        "left": left, "right": right}
-            return i
-
-        walk(info["tree_structure"])
-        trees.append({"nodes": nodes})
-    return {"format": "p4cc-trees", "version": 1, "window": window, "output": output,
-            "base": 0.0, "trees": trees}
-
-
 def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
             teacher_file: Path | None = None) -> tuple[TreePolicy, dict[str, Any]]:
     """Gather, fit on 80 % of the states, export; with ``teacher_file`` (the teacher's
@@ -342,7 +311,8 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
         model = fit(d.x[train], d.y[train], cfg.trees, cfg.depth, cfg.learning_rate,
                     weight=None if np.all(w == 1.0) else w,
                     min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
-                    lambda_l2=cfg.lambda_l2, monotone=cfg.monotone)
+                    lambda_l2=cfg.lambda_l2, monotone=cfg.monotone,
+                    linear=cfg.linear_leaves, linear_lambda=cfg.linear_lambda)
         docs.append(to_p4cc_trees(model, teacher.window))
         out.write_text(json.dumps(docs[-1]) + "\n")
         return load_tree_policy(out)
@@ -385,6 +355,7 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
         "held_out_near_crossing": int(near.sum()),
         "action_mae_near_crossing": float(np.mean(err[near])),
         "teacher_crossing": center, "trees": student.n_trees, "max_depth": cfg.depth,
+        "linear_leaves": student.linear, "ops_per_decision": student.ops(),
         "offset": calib.offset if calib else 0.0}
     if data.history:
         stats["dagger"] = data.history

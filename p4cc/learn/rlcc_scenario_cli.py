@@ -1,10 +1,10 @@
 """``p4cc train rlcc --evaluate SCENARIO``: one evaluation scenario, one command.
 
 Runs :mod:`p4cc.learn.rlcc_scenarios` for every CC of ``--compare`` (RL-CC policy names
-as for ``rlcc:<name>``, or ``dcqcn``; default adpg-mlp, adpg-trees, pi, dcqcn) at every
-value of ``--eval-ns``; prints one JSON line per run as it finishes and, at the end, a
-markdown table; writes both to ``runs/<name>/`` (default name ``rlcc-eval-<scenario>``):
-``rows.jsonl`` and ``table.md``.
+as for ``rlcc:<name>``, or ``dcqcn``; default adpg-mlp-long (plain ``rlcc``), adpg-trees,
+pi, dcqcn) at every value of ``--eval-ns``; prints one JSON line per run as it finishes
+and, at the end, a markdown table; writes both to ``runs/<name>/`` (default name
+``rlcc-eval-<scenario>``): ``rows.jsonl`` and ``table.md``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from p4cc.learn import rlcc_scenarios as sc
 
-DEFAULT_COMPARE = "adpg-mlp,adpg-trees,pi,dcqcn"
+DEFAULT_COMPARE = "adpg-mlp-long,adpg-trees,pi,dcqcn"
 
 
 def cc_names(text: str | None) -> list[str]:

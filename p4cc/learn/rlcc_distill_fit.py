@@ -1,0 +1,88 @@
+"""The student's fit: a LightGBM regressor within the device limits, exported to the
+runtime's ``p4cc-trees`` JSON (:mod:`p4cc.hostcc.rlcc_trees`).
+
+Device limits of NVIDIA RL-CC §5.3/§6 (ConnectX-6Dx): ≤ 10 boosting trees of depth ≤ 4,
+and "the resulting number of operations does not exceed 150".  With ``linear=True`` each
+leaf holds a linear model of the features split on along its path (LightGBM
+``linear_tree``, Shi, Li & Li, "Gradient Boosting with Piece-Wise Linear Regression
+Trees", IJCAI 2019): depth 4 gives ≤ 4 terms per leaf, so 10 trees cost at most
+10·(4 comparisons + 1 add) + 10·4·(1 multiply + 1 add) = 130 operations, inside the
+paper's 150.  The paper's student has constant leaves (CatBoost); linear leaves are a
+p4cc option, off by default (docs/learning.md "Linear leaves").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from p4cc.errors import ConfigError
+
+#: Device limits of NVIDIA RL-CC §6 (ConnectX-6Dx): ≤ 10 trees, depth ≤ 4.
+MAX_TREES, MAX_DEPTH = 10, 4
+#: The paper's operation budget per decision (§5.3).
+MAX_OPS = 150
+
+
+def fit(x: np.ndarray, y: np.ndarray, trees: int = MAX_TREES, depth: int = MAX_DEPTH,
+        learning_rate: float = 0.5, seed: int = 0, weight: np.ndarray | None = None,
+        min_data_in_leaf: int = 20, max_bin: int = 255, lambda_l2: float = 0.0,
+        monotone: tuple[int, ...] = (), linear: bool = False,
+        linear_lambda: float = 0.0) -> Any:
+    """A LightGBM regressor within the device limits (squared error, ``weight``ed if
+    given; ``monotone``: one constraint per feature, +1 non-decreasing, −1 non-increasing,
+    0 free; ``linear``: linear leaves, ridge penalty ``linear_lambda``)."""
+    import lightgbm as lgb
+
+    params: dict[str, Any] = {
+        "objective": "regression", "max_depth": depth, "num_leaves": 2 ** depth,
+        "learning_rate": learning_rate, "min_data_in_leaf": min_data_in_leaf,
+        "max_bin": max_bin, "lambda_l2": lambda_l2,
+        "seed": seed, "deterministic": True, "verbose": -1, "num_threads": 1}
+    if any(monotone):
+        if len(monotone) != x.shape[1]:
+            raise ConfigError(f"monotone has {len(monotone)} entries for {x.shape[1]} features")
+        if linear:
+            raise ConfigError("LightGBM's linear leaves do not take monotone constraints")
+        params["monotone_constraints"] = list(monotone)
+    if linear:
+        params.update(linear_tree=True, linear_lambda=linear_lambda)
+    return lgb.train(params, lgb.Dataset(x, y, weight=weight), num_boost_round=trees)
+
+
+def _leaf(nd: dict[str, Any]) -> dict[str, Any]:
+    """A LightGBM leaf: constant, or linear (``leaf_const`` + Σ ``leaf_coeff``·x)."""
+    if "leaf_const" not in nd:
+        return {"leaf": float(nd["leaf_value"])}
+    terms = [[int(f), float(c)] for f, c in zip(nd.get("leaf_features", []),
+                                                nd.get("leaf_coeff", []), strict=True)
+             if float(c) != 0.0]
+    return {"leaf": float(nd["leaf_const"]), "linear": terms} if terms else \
+        {"leaf": float(nd["leaf_const"])}
+
+
+def to_p4cc_trees(model: Any, window: int, output: str = "bounded") -> dict[str, Any]:
+    """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left)."""
+    dump = model.dump_model()
+    trees = []
+    for info in dump["tree_info"]:
+        nodes: list[dict[str, Any]] = []
+
+        def walk(nd: dict[str, Any], nodes: list[dict[str, Any]] = nodes) -> int:
+            i = len(nodes)
+            nodes.append({})
+            if "leaf_value" in nd:
+                nodes[i] = _leaf(nd)
+                return i
+            if nd.get("decision_type", "<=") != "<=":
+                raise ValueError(f"unsupported LightGBM split {nd.get('decision_type')}")
+            left, right = walk(nd["left_child"]), walk(nd["right_child"])
+            nodes[i] = {"feature": int(nd["split_feature"]), "threshold": float(nd["threshold"]),
+                        "left": left, "right": right}
+            return i
+
+        walk(info["tree_structure"])
+        trees.append({"nodes": nodes})
+    return {"format": "p4cc-trees", "version": 1, "window": window, "output": output,
+            "base": 0.0, "trees": trees}
