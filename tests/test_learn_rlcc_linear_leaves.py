@@ -89,11 +89,20 @@ def test_bad_linear_leaves_are_refused_by_name(tmp_path: Path, terms: object,
     assert why in str(exc.value)
 
 
-def test_int8_refuses_linear_leaves(tmp_path: Path) -> None:
-    x, y = near_linear(5_000)
+def test_int8_linear_leaves_track_the_float_trees(tmp_path: Path) -> None:
+    x, y = near_linear(20_000)
     doc = to_p4cc_trees(fit(x, y, linear=True, min_data_in_leaf=200), window=2)
-    with pytest.raises(ConfigError, match="linear leaves"):
-        quantize(load_tree_policy(write(doc, tmp_path)))
+    student = load_tree_policy(write(doc, tmp_path))
+    q = quantize(student)
+    xt, _ = near_linear(5_000, seed=3)
+    state = (xt[:, :2].reshape(-1, 1, 2),)
+    a_f, _ = student.act(xt[:, 2:], state)
+    a_q, _ = q.act(xt[:, 2:], state)
+    assert np.max(np.abs(a_q - a_f)) < 2e-3, np.max(np.abs(a_q - a_f))
+    codes = q.forward_codes(xt)  # integer only after the two input codes
+    assert codes.dtype == np.int64 and np.all(np.abs(codes) <= 127)
+    with pytest.raises(ConfigError, match="value codes"):
+        q.leaf_sum(q.input_codes(xt))
 
 
 def test_config_refuses_linear_leaves_with_monotone_or_negative_lambda() -> None:
@@ -105,3 +114,30 @@ def test_config_refuses_linear_leaves_with_monotone_or_negative_lambda() -> None
         D.DistillConfig(linear_lambda=-1.0)
     with pytest.raises(ConfigError, match="monotone"):
         fit(*near_linear(100), monotone=(1, -1, 1, -1), linear=True)
+
+
+def test_clip_bounds_the_features_before_the_trees(tmp_path: Path) -> None:
+    doc = {"format": "p4cc-trees", "version": 1, "window": 2, "output": "identity",
+           "clip": [[-12.0, None], [None, None], [-12.0, None], [None, None]],
+           "trees": [{"nodes": [{"feature": 2, "threshold": 0.0, "left": 1, "right": 2},
+                                {"leaf": 0.5, "linear": [[2, 1.0]]}, {"leaf": 0.0}]}]}
+    pol = load_tree_policy(write(doc, tmp_path))
+    x = np.array([[0.0, 1.0, -39.0, 1.0], [0.0, 1.0, -3.0, 1.0]])
+    np.testing.assert_allclose(pol.predict(x), [0.5 - 12.0, 0.5 - 3.0])
+    for bad, why in (([[-1.0, None]] * 3, "4 \\[lo, hi\\] pairs"),
+                     ([[1.0, 0.0]] * 4, "lo <= hi"), ([[-1.0, "x"]] * 4, "finite number")):
+        with pytest.raises(PolicyLoadError, match=why):
+            load_tree_policy(write({**doc, "clip": bad}, tmp_path, "bad.json"))
+
+
+def test_distilled_rows_are_clipped_like_the_file() -> None:
+    from p4cc.learn.rlcc_distill_fit import clip_bounds, clip_rows
+
+    clip = clip_bounds(2, D.DistillConfig().clip_delta)
+    assert clip == [[-12.0, None], [None, None]] * 2
+    x = np.array([[-39.0, 0.5, -0.1, 1.3]])
+    np.testing.assert_allclose(clip_rows(x, clip), [[-12.0, 0.5, -0.1, 1.3]])
+    assert clip_bounds(2, 0.0) is None and clip_rows(x, None) is x
+    with pytest.raises(ConfigError, match="clip_delta"):
+        D.DistillConfig(clip_delta=-1.0)
+

@@ -34,7 +34,9 @@ What we build (numpy, integer dtypes from the input codes to the action code):
   lossless for the splits, it needs ≤ 255 distinct thresholds per feature); the node
   tests compare bin indices; leaves are int32 in units of 2^−``LEAF_BITS`` of the output
   code's step; their sum (8 bits below the code's step) is mapped by the same
-  interpolated table (session 4 rounded it to the 8-bit code first).
+  interpolated table (session 4 rounded it to the 8-bit code first).  Linear leaves
+  (session 17) add integer terms on the features' affine value codes
+  (:mod:`p4cc.hostcc.rlcc_int8_linear`).
 
 The float observation becomes a code at the input and the Q16 action a float at the
 output (the NIC does both in fixed point); everything between is integer
@@ -70,6 +72,7 @@ from p4cc.hostcc.rlcc_int8_core import (  # noqa: F401  (names re-exported)
     lut_action,
     requantize,
 )
+from p4cc.hostcc.rlcc_int8_linear import LinearCodes
 from p4cc.hostcc.rlcc_policy_base import (
     OBS_DIM,
     FloatArray,
@@ -194,18 +197,16 @@ class Int8Mlp(_Int8Base):
 class Int8Trees(_Int8Base):
     """A tree ensemble on uint8 bin indices with int32 fixed-point leaves."""
 
-    def __init__(self, trees: Any) -> None:
+    def __init__(self, trees: Any, delta_lo: float = DELTA_LO, target: float = 0.064,
+                 delta_bits: int = DELTA_BITS) -> None:
         from p4cc.hostcc.rlcc_trees import TreePolicy
 
         if not isinstance(trees, TreePolicy):
             raise ConfigError("Int8Trees needs a TreePolicy")
-        if trees.linear:  # the inputs become bin codes: a leaf's weights have no operand
-            raise ConfigError("int8 inference of linear leaves is not implemented (its "
-                              "inputs are bin indices); use the float trees")
         self.name = "trees-int8"
         self.window, self.output = trees.window, trees.output
         self.depth, self.left, self.right = trees.depth, trees.left, trees.right
-        self.feat = trees.feat
+        self.feat, self.clipped = trees.feat, trees.clipped  # the file's input bounds
         internal = trees.left >= 0
         dim = OBS_DIM * trees.window
         self.borders: list[FloatArray] = []
@@ -223,8 +224,17 @@ class Int8Trees(_Int8Base):
         # leaves: sum of the ensemble is base + scale·Σ value; its code step covers |y| max
         leaf = trees.scale * trees.value
         y_max = abs(trees.base) + np.abs(np.where(internal, 0.0, leaf)).max(axis=1).sum()
+        # linear leaves (rlcc_int8_linear): value codes beside the bin codes
+        coef = None if trees.coef is None else trees.scale * trees.coef
+        self.linear: LinearCodes | None = None
+        if coef is not None:
+            probe = LinearCodes.build(coef, trees.window, 1.0, delta_lo, target, delta_bits)
+            y_max += probe.bound(coef)
         self.y_step = _y_cap(self.output, float(y_max)) / CODE_MAX
         unit = self.y_step / 2**LEAF_BITS
+        if coef is not None:
+            self.linear = LinearCodes.build(coef, trees.window, unit, delta_lo, target,
+                                            delta_bits)
         self.leaf_q = np.where(internal, 0, np.round(leaf / unit)).astype(np.int64)
         self.base_q = round(trees.base / unit)
         # session 6: the action is read from the leaf sum itself (LEAF_BITS below the
@@ -235,30 +245,41 @@ class Int8Trees(_Int8Base):
 
     def input_codes(self, x: FloatArray) -> IntArray:
         """Each feature's bin index among its borders (0..255): the only float step."""
-        x = np.asarray(x, np.float64)
+        x = self.clipped(np.asarray(x, np.float64))
         return np.stack([np.searchsorted(b, x[:, f], side="left")
                          for f, b in enumerate(self.borders)], axis=1).astype(np.int64)
 
-    def forward_codes(self, x: FloatArray) -> IntArray:
-        return self.forward_int(self.input_codes(x))
+    def value_codes(self, x: FloatArray) -> IntArray | None:
+        """Linear leaves' value codes of the features (None: constant leaves)."""
+        return None if self.linear is None else self.linear.value_codes(self.clipped(x))
 
-    def leaf_sum(self, u: IntArray) -> IntArray:
-        """The ensemble's int32 sum in units of 2^−LEAF_BITS output-code steps, clipped."""
-        if u.dtype.kind not in "iu":
+    def forward_codes(self, x: FloatArray) -> IntArray:
+        return self.forward_int(self.input_codes(x), self.value_codes(x))
+
+    def leaf_sum(self, u: IntArray, v: IntArray | None = None) -> IntArray:
+        """The ensemble's int32 sum in units of 2^−LEAF_BITS output-code steps, clipped
+        (``u``: bin codes; ``v``: value codes, needed by linear leaves)."""
+        if u.dtype.kind not in "iu" or (v is not None and v.dtype.kind not in "iu"):
             raise ConfigError("forward_int takes integer codes")
         idx = leaf_index(u, self.feat, self.tq, self.left, self.right, self.depth)
         cols = np.arange(self.feat.shape[0])[None, :]
         lim = CODE_MAX << LEAF_BITS
-        return np.clip(self.base_q + self.leaf_q[cols, idx].sum(axis=1), -lim, lim)
+        total = self.base_q + self.leaf_q[cols, idx].sum(axis=1)
+        if self.linear is not None:
+            if v is None:
+                raise ConfigError("linear leaves need the value codes (value_codes(x))")
+            total = total + self.linear.leaf_terms(v, idx)
+        return np.clip(total, -lim, lim)
 
-    def forward_int(self, u: IntArray) -> IntArray:
+    def forward_int(self, u: IntArray, v: IntArray | None = None) -> IntArray:
         """The 8-bit output code (the leaf sum rounded)."""
         half = np.int64(1) << (LEAF_BITS - 1)
-        return np.clip((self.leaf_sum(u) + half) >> LEAF_BITS, -CODE_MAX, CODE_MAX)
+        return np.clip((self.leaf_sum(u, v) + half) >> LEAF_BITS, -CODE_MAX, CODE_MAX)
 
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
         x, new_state = self.features(obs, state)
-        q16 = lut_action(self.lut, self.leaf_sum(self.input_codes(x)), self.out_frac_bits)
+        q16 = lut_action(self.lut, self.leaf_sum(self.input_codes(x), self.value_codes(x)),
+                         self.out_frac_bits)
         return q16.astype(np.float64) / 2.0**Q_ACTION, new_state
 
 
@@ -282,7 +303,7 @@ def quantize(policy: Policy, delta_lo: float = DELTA_LO, target: float = 0.064,
                     hidden_bits=hidden_bits, out_frac_bits=out_frac_bits,
                     center=np.tile(CENTER, dim // OBS_DIM))
     elif isinstance(policy, TreePolicy):
-        q = Int8Trees(policy)
+        q = Int8Trees(policy, delta_lo=delta_lo, target=target, delta_bits=delta_bits)
     elif isinstance(policy, LstmPolicy):
         from p4cc.hostcc.rlcc_int8_lstm import Int8Lstm
 

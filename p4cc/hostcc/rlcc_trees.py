@@ -14,6 +14,9 @@ p4cc trees (``"format": "p4cc-trees"``)::
   than their parent.  Prediction = base + Σ leaves.  A leaf may be linear
   (LightGBM ``linear_tree``): ``{"leaf": c, "linear": [[feature, weight], ...]}``
   contributes c + Σ weight·x[feature] (at most ``MAX_LINEAR`` terms per leaf).
+  Optional ``"clip": [[lo, hi], ...]`` (one pair per feature, ``null`` = open) bounds
+  the features before the trees see them, so a linear leaf never extrapolates beyond
+  the range it was fitted on.
 
 CatBoost JSON export (``model.save_model(path, format="json")``): ``oblivious_trees``
 (each with ``splits`` [{``float_feature_index``, ``border``}] and ``leaf_values``
@@ -80,7 +83,7 @@ class TreePolicy(WindowedPolicy):
     def __init__(self, feat: np.ndarray, thr: np.ndarray, left: np.ndarray,
                  right: np.ndarray, value: np.ndarray, depth: int, window: int,
                  base: float = 0.0, scale: float = 1.0, output: str = "identity",
-                 coef: np.ndarray | None = None) -> None:
+                 coef: np.ndarray | None = None, clip: np.ndarray | None = None) -> None:
         if output not in OUTPUTS:
             raise ConfigError(f"output={output!r}: choose one of {OUTPUTS}")
         if window < 1:
@@ -97,6 +100,9 @@ class TreePolicy(WindowedPolicy):
             raise ConfigError(f"coef has shape {coef.shape}, expected "
                               f"{(*self.value.shape, dim)}")
         self.coef = None if coef is None or not np.any(coef) else coef.astype(np.float64)
+        if clip is not None and (clip.shape != (dim, 2) or np.any(clip[:, 0] > clip[:, 1])):
+            raise ConfigError(f"clip must hold {dim} [lo, hi] pairs with lo <= hi")
+        self.clip = None if clip is None or np.all(np.isinf(clip)) else clip.astype(np.float64)
 
     @property
     def n_trees(self) -> int:
@@ -114,7 +120,14 @@ class TreePolicy(WindowedPolicy):
         terms = 0 if self.coef is None else int((self.coef != 0).sum(axis=2).max(axis=1).sum())
         return self.depth * self.n_trees + self.n_trees + 2 * terms
 
+    def clipped(self, x: FloatArray) -> FloatArray:
+        """The features within the file's ``clip`` bounds (unchanged without them)."""
+        if self.clip is None:
+            return x
+        return np.clip(x, self.clip[:, 0], self.clip[:, 1])
+
     def predict(self, x: FloatArray) -> FloatArray:
+        x = self.clipped(x)
         idx = leaf_index(x, self.feat, self.thr, self.left, self.right, self.depth)
         cols = np.arange(self.n_trees)[None, :]
         y = self.value[cols, idx].sum(axis=1)
@@ -172,7 +185,23 @@ def _from_p4cc(doc: dict[str, Any]) -> TreePolicy:
         depth = max(depth, max(node_depth))
     return TreePolicy(feat, thr, left, right, value, depth, window,
                       base=_num(doc.get("base", 0.0), "base"),
-                      output=str(doc.get("output", "identity")), coef=coef)
+                      output=str(doc.get("output", "identity")), coef=coef,
+                      clip=_clip(doc.get("clip"), coef.shape[2]))
+
+
+def _clip(pairs: Any, dim: int) -> np.ndarray | None:
+    """``"clip"``: one [lo, hi] pair per feature, ``null`` for an open end."""
+    if pairs is None:
+        return None
+    if not isinstance(pairs, list) or len(pairs) != dim:
+        raise ConfigError(f"'clip' must hold {dim} [lo, hi] pairs (one per feature)")
+    out = np.empty((dim, 2))
+    for f, pair in enumerate(pairs):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ConfigError(f"clip of feature {f}: {pair!r} must be [lo, hi]")
+        for k, (v, open_end) in enumerate(zip(pair, (-np.inf, np.inf), strict=True)):
+            out[f, k] = open_end if v is None else _num(v, f"clip of feature {f}")
+    return out
 
 
 def _linear(terms: Any, dim: int, where: str) -> np.ndarray:

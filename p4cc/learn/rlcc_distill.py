@@ -47,7 +47,14 @@ from p4cc.learn import rlcc_distill_dagger as D
 from p4cc.learn.rlcc_adpg import AdpgConfig, Episode
 from p4cc.learn.rlcc_distill_calib import VALIDATION_NS
 from p4cc.learn.rlcc_distill_dagger import Mixture
-from p4cc.learn.rlcc_distill_fit import MAX_DEPTH, MAX_TREES, fit, to_p4cc_trees
+from p4cc.learn.rlcc_distill_fit import (
+    MAX_DEPTH,
+    MAX_TREES,
+    clip_bounds,
+    clip_rows,
+    fit,
+    to_p4cc_trees,
+)
 from p4cc.scale import get_scale
 from p4cc.sim.cc import RlccHook
 from p4cc.sim.config import SimConfig
@@ -97,6 +104,12 @@ class DistillConfig:
                 "operations, inside NVIDIA RL-CC §5.3's 150).  On by default since "
                 "session 17 (the only students within 2 % of the teacher); false: the "
                 "paper's constant leaves (p4cc.learn.rlcc_distill_fit)"})
+    clip_delta: float = field(default=12.0, metadata={
+        "help": "the student sees every δ feature clipped to >= −clip_delta, in the fit "
+                "and in the exported file (its 'clip'); the labels stay the teacher's "
+                "output at the true state.  A linear leaf fitted without it extrapolated "
+                "to 'increase' at δ_t = −39 on a first decision.  12: the int8 δ range "
+                "(rlcc_int8_core.DELTA_LO); 0: no clip"})
     linear_lambda: float = field(default=0.0, metadata={
         "help": "LightGBM linear_lambda: ridge penalty of the linear leaves"})
     trees: int = field(default=MAX_TREES, metadata={"help": "boosting rounds (≤ 10)"})
@@ -141,6 +154,8 @@ class DistillConfig:
         if self.linear_leaves and any(self.monotone):
             raise ConfigError("monotone constraints need constant leaves (LightGBM): "
                               "set linear_leaves=false before monotone")
+        if self.clip_delta < 0:
+            raise ConfigError(f"clip_delta={self.clip_delta} must be >= 0 (0: no clip)")
         if self.linear_lambda < 0:
             raise ConfigError(f"linear_lambda={self.linear_lambda} must be >= 0")
         if not 0.0 < self.large_keep <= 1.0 or self.weight_width < 0 or self.weight_gain < 0:
@@ -304,16 +319,18 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
     data = D.Aggregate(x, y, operating_weights(x, center, cfg.weight_width, cfg.weight_gain),
                        rng.random(len(y)) < 0.2, np.zeros(len(y), dtype=np.int64))
     docs: list[dict[str, Any]] = []
+    clip = clip_bounds(teacher.window, cfg.clip_delta)
 
     def refit(d: D.Aggregate) -> TreePolicy:
         train = ~d.test
         w = d.w[train]
-        model = fit(d.x[train], d.y[train], cfg.trees, cfg.depth, cfg.learning_rate,
+        model = fit(clip_rows(d.x[train], clip), d.y[train], cfg.trees, cfg.depth,
+                    cfg.learning_rate,
                     weight=None if np.all(w == 1.0) else w,
                     min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
                     lambda_l2=cfg.lambda_l2, monotone=cfg.monotone,
                     linear=cfg.linear_leaves, linear_lambda=cfg.linear_lambda)
-        docs.append(to_p4cc_trees(model, teacher.window))
+        docs.append(to_p4cc_trees(model, teacher.window, clip=clip))
         out.write_text(json.dumps(docs[-1]) + "\n")
         return load_tree_policy(out)
 

@@ -8,7 +8,8 @@ leaf holds a linear model of the features split on along its path (LightGBM
 Trees", IJCAI 2019): depth 4 gives ≤ 4 terms per leaf, so 10 trees cost at most
 10·(4 comparisons + 1 add) + 10·4·(1 multiply + 1 add) = 130 operations, inside the
 paper's 150.  The paper's student has constant leaves (CatBoost); linear leaves are a
-p4cc option, off by default (docs/learning.md "Linear leaves").
+p4cc choice (docs/learning.md "Linear leaves").  A linear leaf extrapolates: fitted
+and deployed within ``clip`` bounds, it never sees a δ below the range it was fitted on.
 """
 
 from __future__ import annotations
@@ -62,8 +63,26 @@ def _leaf(nd: dict[str, Any]) -> dict[str, Any]:
         {"leaf": float(nd["leaf_const"])}
 
 
-def to_p4cc_trees(model: Any, window: int, output: str = "bounded") -> dict[str, Any]:
-    """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left)."""
+def clip_bounds(window: int, clip_delta: float) -> list[list[float | None]] | None:
+    """The file's ``clip``: every δ feature ≥ −``clip_delta`` (0: no clip)."""
+    if clip_delta <= 0:
+        return None
+    return [[-clip_delta, None], [None, None]] * window
+
+
+def clip_rows(x: np.ndarray, clip: list[list[float | None]] | None) -> np.ndarray:
+    """Feature rows within ``clip`` (as the runtime bounds them)."""
+    if clip is None:
+        return x
+    lo = np.array([-np.inf if p[0] is None else p[0] for p in clip])
+    hi = np.array([np.inf if p[1] is None else p[1] for p in clip])
+    return np.clip(x, lo, hi)
+
+
+def to_p4cc_trees(model: Any, window: int, output: str = "bounded",
+                  clip: list[list[float | None]] | None = None) -> dict[str, Any]:
+    """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left;
+    ``clip``: the features' bounds the model was fitted within)."""
     dump = model.dump_model()
     trees = []
     for info in dump["tree_info"]:
@@ -84,5 +103,6 @@ def to_p4cc_trees(model: Any, window: int, output: str = "bounded") -> dict[str,
 
         walk(info["tree_structure"])
         trees.append({"nodes": nodes})
-    return {"format": "p4cc-trees", "version": 1, "window": window, "output": output,
-            "base": 0.0, "trees": trees}
+    doc = {"format": "p4cc-trees", "version": 1, "window": window, "output": output,
+           "base": 0.0, "trees": trees}
+    return doc if clip is None else {**doc, "clip": clip}
