@@ -50,6 +50,23 @@ def test_runtime_reproduces_lightgbm_linear_leaves(tmp_path: Path) -> None:
     assert student.ops() <= MAX_OPS  # ≤ 4 terms per leaf at depth 4: ≤ 130
 
 
+def test_linear_terms_are_bounded_to_their_leafs_training_rows(tmp_path: Path) -> None:
+    x, y = near_linear(20_000)
+    model = fit(x, y, linear=True, min_data_in_leaf=200)
+    free = load_tree_policy(write(to_p4cc_trees(model, 2, output="identity"), tmp_path))
+    doc = to_p4cc_trees(model, 2, output="identity", fitted_on=x)
+    bounded = load_tree_policy(write(doc, tmp_path, "b.json"))
+    terms = [t for tr in doc["trees"] for nd in tr["nodes"] for t in nd.get("linear", [])]
+    assert terms and all(len(t) == 4 and t[3] is None for t in terms if t[0] % 2 == 0)
+    assert all(len(t) == 2 for t in terms if t[0] % 2 == 1)  # a_{t−1}: bounded by design
+    # on the training rows each leaf's bounds hold by construction: LightGBM's answers
+    np.testing.assert_allclose(bounded.predict(x), model.predict(x), rtol=0, atol=1e-9)
+    deep = np.array([[0.0, 1.0, d, 1.0] for d in (-1e3, -1e6)])
+    assert bounded.predict(deep)[0] == bounded.predict(deep)[1]  # no extrapolation
+    assert free.predict(deep)[0] != free.predict(deep)[1]
+    assert free.ops() < bounded.ops() <= MAX_OPS + 30
+
+
 def test_constant_leaves_have_no_linear_terms_and_cost_50_ops(tmp_path: Path) -> None:
     x, y = near_linear(5_000)
     doc = to_p4cc_trees(fit(x, y), window=2)
@@ -78,6 +95,8 @@ def test_linear_leaves_fit_the_teachers_law_far_better(tmp_path: Path) -> None:
     ([[True, 1.0]], "feature in 0..3"),
     ("0:1", "list of"),
     ([[k % 4, 1.0] for k in range(9)], "list of"),
+    ([[0, 1.0, 2.0, 1.0]], "lo > hi"),
+    ([[0, 1.0, -1.0]], "feature in 0..3"),
 ])
 def test_bad_linear_leaves_are_refused_by_name(tmp_path: Path, terms: object,
                                                why: str) -> None:
@@ -133,7 +152,8 @@ def test_clip_bounds_the_features_before_the_trees(tmp_path: Path) -> None:
 def test_distilled_rows_are_clipped_like_the_file() -> None:
     from p4cc.learn.rlcc_distill_fit import clip_bounds, clip_rows
 
-    clip = clip_bounds(2, D.DistillConfig().clip_delta)
+    assert D.DistillConfig().clip_delta == 0.0  # off by default: per-leaf bounds instead
+    clip = clip_bounds(2, 12.0)
     assert clip == [[-12.0, None], [None, None]] * 2
     x = np.array([[-39.0, 0.5, -0.1, 1.3]])
     np.testing.assert_allclose(clip_rows(x, clip), [[-12.0, 0.5, -0.1, 1.3]])

@@ -225,16 +225,14 @@ class Int8Trees(_Int8Base):
         leaf = trees.scale * trees.value
         y_max = abs(trees.base) + np.abs(np.where(internal, 0.0, leaf)).max(axis=1).sum()
         # linear leaves (rlcc_int8_linear): value codes beside the bin codes
-        coef = None if trees.coef is None else trees.scale * trees.coef
         self.linear: LinearCodes | None = None
-        if coef is not None:
-            probe = LinearCodes.build(coef, trees.window, 1.0, delta_lo, target, delta_bits)
-            y_max += probe.bound(coef)
+        leaves, codes = trees.leaves, (delta_lo, target, delta_bits)
+        if leaves is not None:
+            y_max += LinearCodes.build(leaves, trees.scale, trees.window, 1.0, *codes).bound()
         self.y_step = _y_cap(self.output, float(y_max)) / CODE_MAX
         unit = self.y_step / 2**LEAF_BITS
-        if coef is not None:
-            self.linear = LinearCodes.build(coef, trees.window, unit, delta_lo, target,
-                                            delta_bits)
+        if leaves is not None:
+            self.linear = LinearCodes.build(leaves, trees.scale, trees.window, unit, *codes)
         self.leaf_q = np.where(internal, 0, np.round(leaf / unit)).astype(np.int64)
         self.base_q = round(trees.base / unit)
         # session 6: the action is read from the leaf sum itself (LEAF_BITS below the

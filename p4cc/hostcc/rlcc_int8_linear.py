@@ -8,7 +8,8 @@ center_f)/step_f), the windowed MLP's input code (:class:`p4cc.hostcc.rlcc_int8.
 δ = 0 and a_{t−1} = 1).  Folded into the leaf sum's unit (2^−LEAF_BITS of the output
 code's step): the leaf's constant becomes c + Σ w_f·center_f (int32, added to the leaf),
 each weight w_f·step_f becomes a fixed-point multiplier k_f with :data:`COEF_FRAC_BITS`
-fraction bits, and the leaf adds (Σ k_f·u_f) >> COEF_FRAC_BITS -- integer products of at
+fraction bits, each leaf's input bounds become code bounds, and the leaf adds
+(Σ k_f·clip(u_f)) >> COEF_FRAC_BITS -- integer products of at
 most 21 + 17 bits in int64, as the re-quantisation of Jacob et al. 2018 §2.2 (no float
 between the input codes and the action table).
 """
@@ -21,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from p4cc.hostcc.rlcc_int8_core import ACT_HI, ACT_LO, CENTER, IntArray
+from p4cc.hostcc.rlcc_trees_linear import LinearLeaves
 
 #: Fraction bits of the folded linear weights k_f (error ≤ 2^−17 leaf units per code).
 COEF_FRAC_BITS = 16
@@ -36,12 +38,15 @@ class LinearCodes:
     u_hi: IntArray  # (features,) highest code
     const_q: IntArray  # (trees, nodes) the folded constant Σ w_f·center_f, leaf units
     coef_q: IntArray  # (trees, nodes, features) k_f, COEF_FRAC_BITS fraction bits
+    leaf_lo: IntArray  # (trees, nodes, features) each leaf's input bounds, as codes
+    leaf_hi: IntArray
 
     @classmethod
-    def build(cls, coef: npt.NDArray[np.float64], window: int, unit: float,
+    def build(cls, leaves: LinearLeaves, scale: float, window: int, unit: float,
               delta_lo: float, target: float, delta_bits: int) -> LinearCodes:
-        """``coef``: the float trees' (trees, nodes, features) weights (scale applied);
+        """``leaves``: the float trees' linear leaves (weights times ``scale``);
         ``unit``: the leaf sum's unit."""
+        coef = scale * leaves.coef
         lo = np.tile([delta_lo, ACT_LO], window)
         hi = np.tile([target, ACT_HI], window)
         bits = np.tile([delta_bits, 8], window)
@@ -51,13 +56,19 @@ class LinearCodes:
         u_hi = u_lo + ((np.int64(1) << bits) - 1)
         const_q = np.round(coef @ center / unit).astype(np.int64)
         coef_q = np.round(coef * step / unit * 2.0**COEF_FRAC_BITS).astype(np.int64)
-        return cls(center, step, u_lo, u_hi, const_q, coef_q)
 
-    def bound(self, coef: npt.NDArray[np.float64]) -> float:
-        """The largest |Σ w_f·x_f| any leaf reaches on the code box, summed over trees."""
-        lo = self.center + self.u_lo * self.step
-        hi = self.center + self.u_hi * self.step
-        per_leaf = np.maximum(np.abs(coef * lo), np.abs(coef * hi)).sum(axis=2)
+        def code(v: npt.NDArray[np.float64]) -> IntArray:
+            return np.clip(np.round((np.clip(v, lo, hi) - center) / step), u_lo,
+                           u_hi).astype(np.int64)
+
+        return cls(center, step, u_lo, u_hi, const_q, coef_q, code(leaves.lo),
+                   code(leaves.hi))
+
+    def bound(self) -> float:
+        """The largest |Σ k_f·u_f| (as a float value) any leaf reaches within its bounds,
+        summed over trees."""
+        k = self.coef_q / 2.0**COEF_FRAC_BITS
+        per_leaf = np.maximum(np.abs(k * self.leaf_lo), np.abs(k * self.leaf_hi)).sum(axis=2)
         return float(per_leaf.max(axis=1).sum())
 
     def value_codes(self, x: npt.NDArray[np.float64]) -> IntArray:
@@ -68,7 +79,8 @@ class LinearCodes:
     def leaf_terms(self, u: IntArray, idx: IntArray) -> IntArray:
         """(n,) Σ over trees of the reached leaves' linear terms, in leaf units."""
         cols = np.arange(idx.shape[1])[None, :]
-        acc = np.einsum("ntf,nf->nt", self.coef_q[cols, idx], u)
+        ub = np.clip(u[:, None, :], self.leaf_lo[cols, idx], self.leaf_hi[cols, idx])
+        acc = np.einsum("ntf,ntf->nt", self.coef_q[cols, idx], ub)
         half = np.int64(1) << (COEF_FRAC_BITS - 1)
         terms = (acc + half) >> COEF_FRAC_BITS
         return (terms + self.const_q[cols, idx]).sum(axis=1)

@@ -12,8 +12,8 @@ p4cc trees (``"format": "p4cc-trees"``)::
   Node 0 is the root; an internal node sends x to ``right`` when
   ``x[feature] > threshold`` and to ``left`` otherwise; children have larger indices
   than their parent.  Prediction = base + Σ leaves.  A leaf may be linear
-  (LightGBM ``linear_tree``): ``{"leaf": c, "linear": [[feature, weight], ...]}``
-  contributes c + Σ weight·x[feature] (at most ``MAX_LINEAR`` terms per leaf).
+  (LightGBM ``linear_tree``): ``{"leaf": c, "linear": [[feature, weight, lo, hi], ...]}``
+  contributes c + Σ weight·clip(x[feature], lo, hi) (:mod:`p4cc.hostcc.rlcc_trees_linear`).
   Optional ``"clip": [[lo, hi], ...]`` (one pair per feature, ``null`` = open) bounds
   the features before the trees see them, so a linear leaf never extrapolates beyond
   the range it was fitted on.
@@ -50,6 +50,7 @@ from p4cc.hostcc.rlcc_policy_base import (
     WindowedPolicy,
     apply_output,
 )
+from p4cc.hostcc.rlcc_trees_linear import LinearLeaves
 
 
 def leaf_index(x: np.ndarray, feat: np.ndarray, thr: np.ndarray, left: np.ndarray,
@@ -69,21 +70,17 @@ def leaf_index(x: np.ndarray, feat: np.ndarray, thr: np.ndarray, left: np.ndarra
     return idx
 
 
-#: Terms of one linear leaf: the device counts every multiply-add (NVIDIA RL-CC §5.3:
-#: "the resulting number of operations does not exceed 150").
-MAX_LINEAR = 8
-
-
 class TreePolicy(WindowedPolicy):
-    """A boosted ensemble of binary trees over a window of observations; ``coef``
-    (trees, nodes, features), if given, holds the linear leaves' weights."""
+    """A boosted ensemble of binary trees over a window of observations; ``leaves``, if
+    given, holds the linear leaves' weights and bounds."""
 
     name = "trees"
 
     def __init__(self, feat: np.ndarray, thr: np.ndarray, left: np.ndarray,
                  right: np.ndarray, value: np.ndarray, depth: int, window: int,
                  base: float = 0.0, scale: float = 1.0, output: str = "identity",
-                 coef: np.ndarray | None = None, clip: np.ndarray | None = None) -> None:
+                 leaves: LinearLeaves | None = None,
+                 clip: np.ndarray | None = None) -> None:
         if output not in OUTPUTS:
             raise ConfigError(f"output={output!r}: choose one of {OUTPUTS}")
         if window < 1:
@@ -96,10 +93,10 @@ class TreePolicy(WindowedPolicy):
             raise ConfigError(f"a split uses feature {int(self.feat.max())} but a window of "
                               f"{window} has {OBS_DIM * window} features")
         dim = OBS_DIM * window
-        if coef is not None and coef.shape != (*self.value.shape, dim):
-            raise ConfigError(f"coef has shape {coef.shape}, expected "
+        if leaves is not None and leaves.coef.shape != (*self.value.shape, dim):
+            raise ConfigError(f"linear leaves have shape {leaves.coef.shape}, expected "
                               f"{(*self.value.shape, dim)}")
-        self.coef = None if coef is None or not np.any(coef) else coef.astype(np.float64)
+        self.leaves = leaves if leaves is not None and leaves.any else None
         if clip is not None and (clip.shape != (dim, 2) or np.any(clip[:, 0] > clip[:, 1])):
             raise ConfigError(f"clip must hold {dim} [lo, hi] pairs with lo <= hi")
         self.clip = None if clip is None or np.all(np.isinf(clip)) else clip.astype(np.float64)
@@ -111,14 +108,20 @@ class TreePolicy(WindowedPolicy):
     @property
     def linear(self) -> bool:
         """True when some leaf is linear."""
-        return self.coef is not None
+        return self.leaves is not None
+
+    @property
+    def coef(self) -> np.ndarray | None:
+        """(trees, nodes, features) weights of the linear leaves (None: constant leaves)."""
+        return None if self.leaves is None else self.leaves.coef
 
     def ops(self) -> int:
-        """Worst-case operations per decision: a comparison per level, one add per tree
-        and per linear term, one multiply per linear term (the device budget of NVIDIA
-        RL-CC §5.3 is 150)."""
-        terms = 0 if self.coef is None else int((self.coef != 0).sum(axis=2).max(axis=1).sum())
-        return self.depth * self.n_trees + self.n_trees + 2 * terms
+        """Worst-case operations per decision: a comparison per level and an add per tree;
+        per linear term a multiply, an add and a comparison per bound (the device budget
+        of NVIDIA RL-CC §5.3 is 150); a comparison per ``clip`` bound."""
+        lin = 0 if self.leaves is None else int(self.leaves.ops_per_tree().sum())
+        clip = 0 if self.clip is None else int(np.isfinite(self.clip).sum())
+        return self.depth * self.n_trees + self.n_trees + lin + clip
 
     def clipped(self, x: FloatArray) -> FloatArray:
         """The features within the file's ``clip`` bounds (unchanged without them)."""
@@ -131,8 +134,8 @@ class TreePolicy(WindowedPolicy):
         idx = leaf_index(x, self.feat, self.thr, self.left, self.right, self.depth)
         cols = np.arange(self.n_trees)[None, :]
         y = self.value[cols, idx].sum(axis=1)
-        if self.coef is not None:
-            y = y + np.einsum("ntf,nf->n", self.coef[cols, idx], x)
+        if self.leaves is not None:
+            y = y + self.leaves.terms(x, idx)
         return self.base + self.scale * y
 
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
@@ -155,7 +158,7 @@ def _from_p4cc(doc: dict[str, Any]) -> TreePolicy:
     shape = (len(trees), max(m, 1))
     feat, thr = np.zeros(shape, np.int64), np.zeros(shape)
     left, right, value = np.full(shape, -1, np.int64), np.full(shape, -1, np.int64), np.zeros(shape)
-    coef = np.zeros((*shape, OBS_DIM * window))
+    leaves = LinearLeaves.empty(shape, OBS_DIM * window)
     depth = 0
     for ti, tree in enumerate(trees):
         nodes = tree.get("nodes") if isinstance(tree, dict) else None
@@ -168,7 +171,7 @@ def _from_p4cc(doc: dict[str, Any]) -> TreePolicy:
                 raise ConfigError(f"{where}: must be an object")
             if "leaf" in node:
                 value[ti, ni] = _num(node["leaf"], f"{where} leaf")
-                coef[ti, ni] = _linear(node.get("linear", []), coef.shape[2], where)
+                leaves.set_leaf(ti, ni, node.get("linear", []), where)
                 continue
             kids = (node.get("left"), node.get("right"))
             for c in kids:
@@ -185,8 +188,8 @@ def _from_p4cc(doc: dict[str, Any]) -> TreePolicy:
         depth = max(depth, max(node_depth))
     return TreePolicy(feat, thr, left, right, value, depth, window,
                       base=_num(doc.get("base", 0.0), "base"),
-                      output=str(doc.get("output", "identity")), coef=coef,
-                      clip=_clip(doc.get("clip"), coef.shape[2]))
+                      output=str(doc.get("output", "identity")), leaves=leaves,
+                      clip=_clip(doc.get("clip"), OBS_DIM * window))
 
 
 def _clip(pairs: Any, dim: int) -> np.ndarray | None:
@@ -202,24 +205,6 @@ def _clip(pairs: Any, dim: int) -> np.ndarray | None:
         for k, (v, open_end) in enumerate(zip(pair, (-np.inf, np.inf), strict=True)):
             out[f, k] = open_end if v is None else _num(v, f"clip of feature {f}")
     return out
-
-
-def _linear(terms: Any, dim: int, where: str) -> np.ndarray:
-    """A linear leaf's [[feature, weight], ...] as a dense weight row of ``dim``."""
-    row, seen = np.zeros(dim), set()
-    if not isinstance(terms, list) or len(terms) > MAX_LINEAR:
-        raise ConfigError(f"{where}: 'linear' must be a list of ≤ {MAX_LINEAR} "
-                          "[feature, weight] pairs")
-    for term in terms:
-        if not (isinstance(term, list) and len(term) == 2 and isinstance(term[0], int)
-                and not isinstance(term[0], bool) and 0 <= term[0] < dim):
-            raise ConfigError(f"{where}: linear term {term!r} must be [feature, weight] "
-                              f"with feature in 0..{dim - 1}")
-        if term[0] in seen:
-            raise ConfigError(f"{where}: feature {term[0]} appears twice in 'linear'")
-        seen.add(term[0])
-        row[term[0]] = _num(term[1], f"{where} linear weight")
-    return row
 
 
 def _from_catboost(doc: dict[str, Any]) -> TreePolicy:

@@ -7,9 +7,10 @@ leaf holds a linear model of the features split on along its path (LightGBM
 ``linear_tree``, Shi, Li & Li, "Gradient Boosting with Piece-Wise Linear Regression
 Trees", IJCAI 2019): depth 4 gives ≤ 4 terms per leaf, so 10 trees cost at most
 10·(4 comparisons + 1 add) + 10·4·(1 multiply + 1 add) = 130 operations, inside the
-paper's 150.  The paper's student has constant leaves (CatBoost); linear leaves are a
-p4cc choice (docs/learning.md "Linear leaves").  A linear leaf extrapolates: fitted
-and deployed within ``clip`` bounds, it never sees a δ below the range it was fitted on.
+paper's 150 (a bounded term costs a comparison more: ``TreePolicy.ops`` counts it).  The
+paper's student has constant leaves (CatBoost); linear leaves are a p4cc choice
+(docs/learning.md "Linear leaves").  A linear leaf would extrapolate: each δ term is
+bounded below by the smallest δ among the training rows that reached its leaf.
 """
 
 from __future__ import annotations
@@ -52,15 +53,36 @@ def fit(x: np.ndarray, y: np.ndarray, trees: int = MAX_TREES, depth: int = MAX_D
     return lgb.train(params, lgb.Dataset(x, y, weight=weight), num_boost_round=trees)
 
 
-def _leaf(nd: dict[str, Any]) -> dict[str, Any]:
-    """A LightGBM leaf: constant, or linear (``leaf_const`` + Σ ``leaf_coeff``·x)."""
+def _leaf(nd: dict[str, Any], box: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+    """A LightGBM leaf: constant, or linear (``leaf_const`` + Σ ``leaf_coeff``·x), each δ
+    term bounded below by ``box``'s minimum (the leaf's training rows; None: unbounded).
+    Only δ's low end needs it: δ ≤ target by definition and a_{t−1} lies in the bounded
+    action range, but δ has no floor (−39 at a flow's first decision in an incast)."""
     if "leaf_const" not in nd:
         return {"leaf": float(nd["leaf_value"])}
-    terms = [[int(f), float(c)] for f, c in zip(nd.get("leaf_features", []),
-                                                nd.get("leaf_coeff", []), strict=True)
-             if float(c) != 0.0]
+    terms: list[list[Any]] = []
+    for f, c in zip(nd.get("leaf_features", []), nd.get("leaf_coeff", []), strict=True):
+        if float(c) == 0.0:
+            continue
+        term: list[Any] = [int(f), float(c)]
+        if box is not None and int(f) % 2 == 0:  # δ: bounded below only
+            term += [float(box[0][int(f)]), None]
+        terms.append(term)
     return {"leaf": float(nd["leaf_const"]), "linear": terms} if terms else \
         {"leaf": float(nd["leaf_const"])}
+
+
+def leaf_boxes(model: Any, x: np.ndarray) -> list[dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """Per tree, LightGBM leaf index → (min, max) of the rows of ``x`` reaching it."""
+    ids = np.asarray(model.predict(x, pred_leaf=True)).reshape(len(x), -1)
+    out = []
+    for t in range(ids.shape[1]):
+        boxes = {}
+        for leaf in np.unique(ids[:, t]):
+            rows = x[ids[:, t] == leaf]
+            boxes[int(leaf)] = (rows.min(axis=0), rows.max(axis=0))
+        out.append(boxes)
+    return out
 
 
 def clip_bounds(window: int, clip_delta: float) -> list[list[float | None]] | None:
@@ -80,19 +102,24 @@ def clip_rows(x: np.ndarray, clip: list[list[float | None]] | None) -> np.ndarra
 
 
 def to_p4cc_trees(model: Any, window: int, output: str = "bounded",
-                  clip: list[list[float | None]] | None = None) -> dict[str, Any]:
+                  clip: list[list[float | None]] | None = None,
+                  fitted_on: np.ndarray | None = None) -> dict[str, Any]:
     """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left;
-    ``clip``: the features' bounds the model was fitted within)."""
+    ``clip``: the features' bounds the model was fitted within; ``fitted_on``: the
+    training rows, whose range per leaf bounds its linear terms)."""
     dump = model.dump_model()
+    boxes = None if fitted_on is None else leaf_boxes(model, fitted_on)
     trees = []
-    for info in dump["tree_info"]:
+    for ti, info in enumerate(dump["tree_info"]):
         nodes: list[dict[str, Any]] = []
 
-        def walk(nd: dict[str, Any], nodes: list[dict[str, Any]] = nodes) -> int:
+        def walk(nd: dict[str, Any], nodes: list[dict[str, Any]] = nodes,
+                 ti: int = ti) -> int:
             i = len(nodes)
             nodes.append({})
             if "leaf_value" in nd:
-                nodes[i] = _leaf(nd)
+                box = None if boxes is None else boxes[ti].get(int(nd.get("leaf_index", 0)))
+                nodes[i] = _leaf(nd, box)
                 return i
             if nd.get("decision_type", "<=") != "<=":
                 raise ValueError(f"unsupported LightGBM split {nd.get('decision_type')}")
