@@ -161,3 +161,19 @@ def test_distilled_rows_are_clipped_like_the_file() -> None:
     with pytest.raises(ConfigError, match="clip_delta"):
         D.DistillConfig(clip_delta=-1.0)
 
+
+
+def test_shipped_student_cuts_the_rate_deep_in_the_queue() -> None:
+    """The teacher's action is its minimum (y = −3.8) at every δ ≤ −1; the linear
+    student fitted without a clip answered 'increase' (y = +1.8) at δ_t = −39.4 on a
+    first decision (window padding δ_{t−1} = 0).  The shipped student must cut."""
+    from p4cc.hostcc.rlcc_policies import data_dir
+
+    student = load_tree_policy(data_dir() / "rlcc-distilled-trees.json")
+    deltas = np.array([-1.0, -2.0, -5.0, -12.0, -39.4, -80.0, -1000.0])
+    for prev in (0.0, -0.5):
+        x = np.stack([np.full_like(deltas, prev), np.ones_like(deltas), deltas,
+                      np.ones_like(deltas)], axis=1)
+        assert np.all(student.predict(x) < -1.5), student.predict(x)
+    x = np.stack([deltas, np.ones_like(deltas), deltas, np.ones_like(deltas)], axis=1)
+    assert np.all(student.predict(x) < -1.5)
