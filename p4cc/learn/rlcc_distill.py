@@ -110,6 +110,14 @@ class DistillConfig:
                 "output at the true state (0: no clip, the default).  With 12 (the int8 δ "
                 "range) two of three seeds missed the 2 % bar at 1,024-2,048 flows "
                 "(session 17); the linear terms are bounded per leaf instead"})
+    leaf_margin: float = field(default=1.0, metadata={
+        "help": "a linear leaf's δ terms are bounded below at the smallest δ of the "
+                "training rows that reached the leaf, less this margin (δ units); "
+                "negative: unbounded (LightGBM's own leaves, which extrapolate)"})
+    leaf_margin_high: float = field(default=0.0, metadata={
+        "help": "... and bounded above at the largest δ of those rows plus this margin "
+                "(0: the rows' own largest δ; without it the student held a 190 µs queue "
+                "and dropped at the loose operating point, where the teacher holds 51)"})
     linear_lambda: float = field(default=0.0, metadata={
         "help": "LightGBM linear_lambda: ridge penalty of the linear leaves"})
     trees: int = field(default=MAX_TREES, metadata={"help": "boosting rounds (≤ 10)"})
@@ -330,7 +338,10 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
                     min_data_in_leaf=cfg.min_data_in_leaf, max_bin=cfg.max_bin,
                     lambda_l2=cfg.lambda_l2, monotone=cfg.monotone,
                     linear=cfg.linear_leaves, linear_lambda=cfg.linear_lambda)
-        docs.append(to_p4cc_trees(model, teacher.window, clip=clip, fitted_on=x_fit))
+        docs.append(to_p4cc_trees(model, teacher.window, clip=clip,
+                                  fitted_on=x_fit if cfg.leaf_margin >= 0 else None,
+                                  margin=max(cfg.leaf_margin, 0.0),
+                                  margin_high=max(cfg.leaf_margin_high, 0.0)))
         out.write_text(json.dumps(docs[-1]) + "\n")
         return load_tree_policy(out)
 

@@ -10,7 +10,8 @@ Trees", IJCAI 2019): depth 4 gives ≤ 4 terms per leaf, so 10 trees cost at mos
 paper's 150 (a bounded term costs a comparison more: ``TreePolicy.ops`` counts it).  The
 paper's student has constant leaves (CatBoost); linear leaves are a p4cc choice
 (docs/learning.md "Linear leaves").  A linear leaf would extrapolate: each δ term is
-bounded below by the smallest δ among the training rows that reached its leaf.
+bounded to the range of δ among the training rows that reached its leaf, widened by a
+margin on each side.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ def fit(x: np.ndarray, y: np.ndarray, trees: int = MAX_TREES, depth: int = MAX_D
     return lgb.train(params, lgb.Dataset(x, y, weight=weight), num_boost_round=trees)
 
 
-def _leaf(nd: dict[str, Any], box: tuple[np.ndarray, np.ndarray] | None) -> dict[str, Any]:
+def _leaf(nd: dict[str, Any], box: tuple[np.ndarray, np.ndarray] | None,
+          margin: float, margin_high: float) -> dict[str, Any]:
     """A LightGBM leaf: constant, or linear (``leaf_const`` + Σ ``leaf_coeff``·x), each δ
-    term bounded below by ``box``'s minimum (the leaf's training rows; None: unbounded).
-    Only δ's low end needs it: δ ≤ target by definition and a_{t−1} lies in the bounded
-    action range, but δ has no floor (−39 at a flow's first decision in an incast)."""
+    term bounded to ``box`` (the leaf's training rows; None: unbounded) less ``margin``
+    below and plus ``margin_high`` above.  Only δ needs it: a_{t−1} lies in the bounded
+    action range, but δ has no floor (−39 at a flow's first decision in an incast) and
+    reaches past the training target at another operating point (0.64 at "loose")."""
     if "leaf_const" not in nd:
         return {"leaf": float(nd["leaf_value"])}
     terms: list[list[Any]] = []
@@ -65,8 +68,8 @@ def _leaf(nd: dict[str, Any], box: tuple[np.ndarray, np.ndarray] | None) -> dict
         if float(c) == 0.0:
             continue
         term: list[Any] = [int(f), float(c)]
-        if box is not None and int(f) % 2 == 0:  # δ: bounded below only
-            term += [float(box[0][int(f)]), None]
+        if box is not None and int(f) % 2 == 0:  # δ: bounded on both sides
+            term += [float(box[0][int(f)]) - margin, float(box[1][int(f)]) + margin_high]
         terms.append(term)
     return {"leaf": float(nd["leaf_const"]), "linear": terms} if terms else \
         {"leaf": float(nd["leaf_const"])}
@@ -103,10 +106,11 @@ def clip_rows(x: np.ndarray, clip: list[list[float | None]] | None) -> np.ndarra
 
 def to_p4cc_trees(model: Any, window: int, output: str = "bounded",
                   clip: list[list[float | None]] | None = None,
-                  fitted_on: np.ndarray | None = None) -> dict[str, Any]:
+                  fitted_on: np.ndarray | None = None,
+                  margin: float = 0.0, margin_high: float = 0.0) -> dict[str, Any]:
     """LightGBM's dump as the runtime's ``p4cc-trees`` JSON (x <= threshold: left;
     ``clip``: the features' bounds the model was fitted within; ``fitted_on``: the
-    training rows, whose range per leaf bounds its linear terms)."""
+    training rows, whose smallest δ per leaf, less ``margin``, bounds its δ terms)."""
     dump = model.dump_model()
     boxes = None if fitted_on is None else leaf_boxes(model, fitted_on)
     trees = []
@@ -119,7 +123,7 @@ def to_p4cc_trees(model: Any, window: int, output: str = "bounded",
             nodes.append({})
             if "leaf_value" in nd:
                 box = None if boxes is None else boxes[ti].get(int(nd.get("leaf_index", 0)))
-                nodes[i] = _leaf(nd, box)
+                nodes[i] = _leaf(nd, box, margin, margin_high)
                 return i
             if nd.get("decision_type", "<=") != "<=":
                 raise ValueError(f"unsupported LightGBM split {nd.get('decision_type')}")
