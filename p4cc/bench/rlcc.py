@@ -8,8 +8,9 @@ Cases (one JSON object each; units in the keys):
   second, simulator and gradient step included.  Skipped without torch.
 * ``decision_<policy>_n<N>``: one vectorized ``act`` call for N flows on random
   observations (δ ~ N(0, 0.1) and −Exp(1), a_{t−1} ∈ [1/1.2, 1.2]) with the policy's
-  carried state, for the shipped ``adpg-lstm``, ``adpg-mlp``, ``adpg-trees`` and the int8
-  versions ``adpg-mlp-int8``, ``adpg-trees-int8``, ``adpg-lstm-int8``
+  carried state, for the shipped ``adpg-lstm``, ``adpg-mlp``, the default
+  ``adpg-mlp-long`` (plain ``rlcc``), ``adpg-trees`` and the int8 versions
+  ``adpg-mlp-long-int8``, ``adpg-trees-int8``, ``adpg-lstm-int8``
   (p4cc.hostcc.rlcc_int8, rlcc_int8_lstm), N = 1 and
   8,192: median and p99 µs per call, and µs per decision (median / N).
 """
@@ -30,8 +31,8 @@ import numpy as np
 from p4cc.hostcc import rlcc
 from p4cc.hostcc.cc import policy_by_name
 
-POLICIES = ("adpg-lstm", "adpg-mlp", "adpg-trees", "adpg-mlp-int8", "adpg-trees-int8",
-            "adpg-lstm-int8")
+POLICIES = ("adpg-lstm", "adpg-mlp", "adpg-mlp-long", "adpg-trees", "adpg-mlp-long-int8",
+            "adpg-trees-int8", "adpg-lstm-int8")
 NS = (1, 8192)
 
 
