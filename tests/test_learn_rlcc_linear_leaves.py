@@ -162,6 +162,8 @@ def test_distilled_rows_are_clipped_like_the_file() -> None:
     assert clip_bounds(2, 0.0) is None and clip_rows(x, None) is x
     with pytest.raises(ConfigError, match="clip_delta"):
         D.DistillConfig(clip_delta=-1.0)
+    with pytest.raises(ConfigError, match=r"leaf_margin_high=-0\.5 must be >= 0"):
+        D.DistillConfig(leaf_margin_high=-0.5)
 
 
 

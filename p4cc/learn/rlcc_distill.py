@@ -162,6 +162,9 @@ class DistillConfig:
         if self.linear_leaves and any(self.monotone):
             raise ConfigError("monotone constraints need constant leaves (LightGBM): "
                               "set linear_leaves=false before monotone")
+        if self.leaf_margin_high < 0:
+            raise ConfigError(f"leaf_margin_high={self.leaf_margin_high} must be >= 0 (the "
+                              "upper bound is off only with leaf_margin < 0)")
         if self.clip_delta < 0:
             raise ConfigError(f"clip_delta={self.clip_delta} must be >= 0 (0: no clip)")
         if self.linear_lambda < 0:
@@ -341,7 +344,7 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
         docs.append(to_p4cc_trees(model, teacher.window, clip=clip,
                                   fitted_on=x_fit if cfg.leaf_margin >= 0 else None,
                                   margin=max(cfg.leaf_margin, 0.0),
-                                  margin_high=max(cfg.leaf_margin_high, 0.0)))
+                                  margin_high=cfg.leaf_margin_high))
         out.write_text(json.dumps(docs[-1]) + "\n")
         return load_tree_policy(out)
 
