@@ -65,11 +65,13 @@ from p4cc.hostcc.rlcc_int8_core import (  # noqa: F401  (names re-exported)
     OUT_FRAC_BITS,
     Q_ACTION,
     Y_CAP_BOUNDED,
+    AffineCode,
     IntArray,
     _y_cap,
     action_lut,
     fixed_multiplier,
     lut_action,
+    observation_ranges,
     requantize,
 )
 from p4cc.hostcc.rlcc_int8_linear import LinearCodes
@@ -128,10 +130,9 @@ class Int8Mlp(_Int8Base):
         self.out_frac_bits = out_frac_bits
         # code 0 at ``center`` (default lo): u = round((x − center)/step) in
         # [u_lo, u_lo + in_max]; the folded weights' rounding error grows with |u|
-        self.center = lo.copy() if center is None else np.asarray(center, np.float64)
-        self.in_scale = (hi - lo) / self.in_max
-        self.u_lo = np.round((lo - self.center) / self.in_scale).astype(np.int64)
-        self.u_hi = self.u_lo + self.in_max
+        self.code = AffineCode.over(lo, hi, bits, lo if center is None else center)
+        self.center, self.in_scale = self.code.center, self.code.step
+        self.u_lo, self.u_hi = self.code.u_lo, self.code.u_hi
         w0, b0 = layers[0]
         folded = [(w0 * self.in_scale[None, :], b0 + w0 @ self.center), *layers[1:]]
         # calibration: the float network on the quantised input box (random codes + corners)
@@ -166,8 +167,7 @@ class Int8Mlp(_Int8Base):
 
     def input_codes(self, x: FloatArray) -> IntArray:
         """The float features as unsigned codes (the quantiser at the input)."""
-        u = np.round((np.asarray(x, np.float64) - self.center) / self.in_scale)
-        return np.clip(u, self.u_lo, self.u_hi).astype(np.int64)
+        return self.code.encode(x)
 
     def forward_codes(self, x: FloatArray) -> IntArray:
         """Output codes in [−127, 127]·2^out_frac_bits; integer arithmetic only after
@@ -293,13 +293,10 @@ def quantize(policy: Policy, delta_lo: float = DELTA_LO, target: float = 0.064,
 
     q: Policy
     if isinstance(policy, MlpPolicy):
-        dim = OBS_DIM * policy.window
-        lo = np.tile([delta_lo, ACT_LO], dim // OBS_DIM)
-        hi = np.tile([target, ACT_HI], dim // OBS_DIM)
-        bits = np.tile([delta_bits, 8], dim // OBS_DIM)
+        lo, hi, bits, center = observation_ranges(policy.window, delta_lo, target,
+                                                  delta_bits)
         q = Int8Mlp(policy.layers, policy.window, policy.output, lo, hi, in_bits=bits,
-                    hidden_bits=hidden_bits, out_frac_bits=out_frac_bits,
-                    center=np.tile(CENTER, dim // OBS_DIM))
+                    hidden_bits=hidden_bits, out_frac_bits=out_frac_bits, center=center)
     elif isinstance(policy, TreePolicy):
         q = Int8Trees(policy, delta_lo=delta_lo, target=target, delta_bits=delta_bits)
     elif isinstance(policy, LstmPolicy):

@@ -5,6 +5,8 @@ re-quantisation multiplier (Jacob et al. 2018 §2.2) and the output's action tab
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -94,3 +96,42 @@ def lut_action(lut: IntArray, code: IntArray, frac_bits: int) -> IntArray:
     lo = lut[i]
     hi = lut[np.minimum(i + 1, lut.size - 1)]
     return lo + (((hi - lo) * frac + (np.int64(1) << (frac_bits - 1))) >> frac_bits)
+
+
+def observation_ranges(window: int, delta_lo: float, target: float,
+                       delta_bits: int) -> tuple[npt.NDArray[np.float64],
+                                                 npt.NDArray[np.float64], IntArray,
+                                                 npt.NDArray[np.float64]]:
+    """(lo, hi, bits, center) of a window of observations' input codes: δ over
+    [``delta_lo``, ``target``] in ``delta_bits``, a_{t−1} over [1/1.2, 1.2] in 8 bits,
+    code 0 at :data:`CENTER`."""
+    return (np.tile([delta_lo, ACT_LO], window), np.tile([target, ACT_HI], window),
+            np.tile(np.array([delta_bits, 8], np.int64), window),
+            np.tile(np.asarray(CENTER, np.float64), window))
+
+
+@dataclass(frozen=True)
+class AffineCode:
+    """Per-feature affine integer codes u = round((x − center)/step), clipped to
+    [u_lo, u_hi]: 2^bits codes over [lo, hi], code 0 at ``center`` (Jacob et al. 2018
+    §2.1: the zero point is where the value must be exact)."""
+
+    center: npt.NDArray[np.float64]
+    step: npt.NDArray[np.float64]
+    u_lo: IntArray
+    u_hi: IntArray
+
+    @classmethod
+    def over(cls, lo: npt.ArrayLike, hi: npt.ArrayLike, bits: npt.ArrayLike,
+             center: npt.ArrayLike) -> AffineCode:
+        lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+        n_max = (np.int64(1) << np.asarray(bits, np.int64)) - 1
+        c = np.asarray(center, np.float64)
+        step = (hi - lo) / n_max
+        u_lo = np.round((lo - c) / step).astype(np.int64)
+        return cls(c, step, u_lo, u_lo + n_max)
+
+    def encode(self, x: npt.ArrayLike) -> IntArray:
+        """The float values as codes (the quantiser at the input; ±inf saturate)."""
+        u = np.round((np.asarray(x, np.float64) - self.center) / self.step)
+        return np.clip(u, self.u_lo, self.u_hi).astype(np.int64)

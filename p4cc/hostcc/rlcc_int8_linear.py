@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from p4cc.hostcc.rlcc_int8_core import ACT_HI, ACT_LO, CENTER, IntArray
+from p4cc.hostcc.rlcc_int8_core import AffineCode, IntArray, observation_ranges
 from p4cc.hostcc.rlcc_trees_linear import LinearLeaves
 
 #: Fraction bits of the folded linear weights k_f (error ≤ 2^−17 leaf units per code).
@@ -32,10 +32,7 @@ COEF_FRAC_BITS = 16
 class LinearCodes:
     """The value codes of the features and every linear leaf's folded integers."""
 
-    center: npt.NDArray[np.float64]  # (features,) the value at code 0
-    step: npt.NDArray[np.float64]  # (features,) value per code step
-    u_lo: IntArray  # (features,) lowest code
-    u_hi: IntArray  # (features,) highest code
+    code: AffineCode  # the features' value codes
     const_q: IntArray  # (trees, nodes) the folded constant Σ w_f·center_f, leaf units
     coef_q: IntArray  # (trees, nodes, features) k_f, COEF_FRAC_BITS fraction bits
     leaf_lo: IntArray  # (trees, nodes, features) each leaf's input bounds, as codes
@@ -47,22 +44,10 @@ class LinearCodes:
         """``leaves``: the float trees' linear leaves (weights times ``scale``);
         ``unit``: the leaf sum's unit."""
         coef = scale * leaves.coef
-        lo = np.tile([delta_lo, ACT_LO], window)
-        hi = np.tile([target, ACT_HI], window)
-        bits = np.tile([delta_bits, 8], window)
-        center = np.tile(CENTER, window).astype(np.float64)
-        step = (hi - lo) / ((np.int64(1) << bits) - 1)
-        u_lo = np.round((lo - center) / step).astype(np.int64)
-        u_hi = u_lo + ((np.int64(1) << bits) - 1)
-        const_q = np.round(coef @ center / unit).astype(np.int64)
-        coef_q = np.round(coef * step / unit * 2.0**COEF_FRAC_BITS).astype(np.int64)
-
-        def code(v: npt.NDArray[np.float64]) -> IntArray:
-            return np.clip(np.round((np.clip(v, lo, hi) - center) / step), u_lo,
-                           u_hi).astype(np.int64)
-
-        return cls(center, step, u_lo, u_hi, const_q, coef_q, code(leaves.lo),
-                   code(leaves.hi))
+        code = AffineCode.over(*observation_ranges(window, delta_lo, target, delta_bits))
+        const_q = np.round(coef @ code.center / unit).astype(np.int64)
+        coef_q = np.round(coef * code.step / unit * 2.0**COEF_FRAC_BITS).astype(np.int64)
+        return cls(code, const_q, coef_q, code.encode(leaves.lo), code.encode(leaves.hi))
 
     def bound(self) -> float:
         """The largest |Σ k_f·u_f| (as a float value) any leaf reaches within its bounds,
@@ -73,8 +58,7 @@ class LinearCodes:
 
     def value_codes(self, x: npt.NDArray[np.float64]) -> IntArray:
         """The float features as value codes (the quantiser at the input)."""
-        u = np.round((np.asarray(x, np.float64) - self.center) / self.step)
-        return np.clip(u, self.u_lo, self.u_hi).astype(np.int64)
+        return self.code.encode(x)
 
     def leaf_terms(self, u: IntArray, idx: IntArray) -> IntArray:
         """(n,) Σ over trees of the reached leaves' linear terms, in leaf units."""

@@ -32,9 +32,6 @@ import numpy.typing as npt
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc.rlcc_int8_core import (
-    ACT_HI,
-    ACT_LO,
-    CENTER,
     CODE_MAX,
     DELTA_BITS,
     DELTA_LO,
@@ -42,9 +39,11 @@ from p4cc.hostcc.rlcc_int8_core import (
     OUT_FRAC_BITS,
     Q_ACTION,
     Y_CAP_BOUNDED,
+    AffineCode,
     action_lut,
     fixed_multiplier,
     lut_action,
+    observation_ranges,
     requantize,
 )
 from p4cc.hostcc.rlcc_policy_base import FloatArray, PolicyState
@@ -106,12 +105,10 @@ class Int8Lstm:
         self.signal = policy.signal
         self.out_frac_bits = out_frac_bits
         # inputs: δ and a_{t−1}, code 0 at CENTER
-        lo, hi = np.array([delta_lo, ACT_LO]), np.array([target, ACT_HI])
-        self.in_max = (np.int64(1) << np.array([delta_bits, 8], dtype=np.int64)) - 1
-        self.center = np.asarray(CENTER, np.float64)
-        self.in_scale = (hi - lo) / self.in_max
-        self.u_lo = np.round((lo - self.center) / self.in_scale).astype(np.int64)
-        self.u_hi = self.u_lo + self.in_max
+        self.code = AffineCode.over(*observation_ranges(1, delta_lo, target, delta_bits))
+        self.in_max = self.code.u_hi - self.code.u_lo
+        self.center, self.in_scale = self.code.center, self.code.step
+        self.u_lo, self.u_hi = self.code.u_lo, self.code.u_hi
         self.h_max = (1 << hidden_bits) - 1
         # the two ReLU layers (input scale and offset folded into the first)
         layers = [(w["fc1_w"] * self.in_scale[None, :], w["fc1_b"] + w["fc1_w"] @ self.center),
@@ -154,8 +151,7 @@ class Int8Lstm:
         return (np.zeros((n, self.hidden), np.int64), np.zeros((n, self.hidden), np.int64))
 
     def input_codes(self, obs: FloatArray) -> IntArray:
-        u = np.round((np.asarray(obs, np.float64) - self.center) / self.in_scale)
-        return np.clip(u, self.u_lo, self.u_hi).astype(np.int64)
+        return self.code.encode(obs)
 
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
         h, c = (np.asarray(a).astype(np.int64) for a in state)

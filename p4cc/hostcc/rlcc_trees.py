@@ -31,7 +31,6 @@ Features: the window of the last ``window`` observations, oldest first, each
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from p4cc.hostcc.rlcc_policy_base import (
     apply_output,
 )
 from p4cc.hostcc.rlcc_trees_linear import LinearLeaves
+from p4cc.hostcc.rlcc_trees_linear import finite_number as _num
 
 
 def leaf_index(x: np.ndarray, feat: np.ndarray, thr: np.ndarray, left: np.ndarray,
@@ -141,12 +141,6 @@ class TreePolicy(WindowedPolicy):
     def act(self, obs: FloatArray, state: PolicyState) -> tuple[FloatArray, PolicyState]:
         x, new_state = self.features(obs, state)
         return apply_output(self.predict(x), self.output), new_state
-
-
-def _num(v: Any, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ConfigError(f"{what} must be a finite number, got {v!r}")
-    return float(v)
 
 
 def _from_p4cc(doc: dict[str, Any]) -> TreePolicy:

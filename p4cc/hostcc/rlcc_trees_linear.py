@@ -24,7 +24,9 @@ from p4cc.errors import ConfigError
 MAX_LINEAR = 8
 
 
-def _num(v: Any, what: str) -> float:
+def finite_number(v: Any, what: str) -> float:
+    """``v`` as a float, or a ConfigError naming ``what`` (bools, text, NaN and inf
+    refused); the tree file loaders' check of every number they read."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ConfigError(f"{what} must be a finite number, got {v!r}")
     return float(v)
@@ -64,10 +66,10 @@ class LinearLeaves:
             if f in seen:
                 raise ConfigError(f"{where}: feature {f} appears twice in 'linear'")
             seen.add(f)
-            self.coef[ti, ni, f] = _num(term[1], f"{where} linear weight")
+            self.coef[ti, ni, f] = finite_number(term[1], f"{where} linear weight")
             if len(term) == 4:
-                lo = -np.inf if term[2] is None else _num(term[2], f"{where} linear lo")
-                hi = np.inf if term[3] is None else _num(term[3], f"{where} linear hi")
+                lo = -np.inf if term[2] is None else finite_number(term[2], f"{where} linear lo")
+                hi = np.inf if term[3] is None else finite_number(term[3], f"{where} linear hi")
                 if lo > hi:
                     raise ConfigError(f"{where}: linear term {term!r} has lo > hi")
                 self.lo[ti, ni, f], self.hi[ti, ni, f] = lo, hi
