@@ -41,6 +41,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--floor", type=float, metavar="FRAC",
                    help="rlcc --evaluate many-to-one: RL-CC rate floor / line rate (default "
                         "rlcc.MIN_RATE_FRAC = 1 Mb/s / 25 Gb/s)")
+    p.add_argument("--buffer-bytes", type=int, metavar="BYTES",
+                   help="rlcc --evaluate: every port's buffer (default: the scale's, 1 MB "
+                        "at paper scale; Tessler et al.'s long-short allocates 5 MB)")
     p.add_argument("--distill", metavar="TEACHER_NPZ",
                    help="rlcc: instead of training, distil this windowed MLP policy into "
                         "<= 10 trees of depth <= 4 (LightGBM) and evaluate both")

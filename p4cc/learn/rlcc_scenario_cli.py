@@ -28,12 +28,14 @@ def cc_names(text: str | None) -> list[str]:
 
 def runs(scenario: str, ccs: list[str], ns: list[int], scale: str, seed: int,
          rtts: int | None, jitter_rtts: float = 0.0,
-         floor_frac: float | None = None) -> list[tuple[str, dict[str, Any]]]:
+         floor_frac: float | None = None,
+         buffer_bytes: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     """(label, keyword arguments) of every run, in order (a plan: nothing runs here)."""
     out: list[tuple[str, dict[str, Any]]] = []
     for n in ns:
         for cc in ccs:
-            kw: dict[str, Any] = {"cc": cc, "scale": scale, "seed": seed}
+            kw: dict[str, Any] = {"cc": cc, "scale": scale, "seed": seed,
+                                  "buffer_bytes": buffer_bytes}
             if scenario != "long-short":
                 kw["jitter_rtts"] = jitter_rtts
             if scenario == "many-to-one":
@@ -76,9 +78,12 @@ def table(scenario: str, rows: list[dict[str, Any]]) -> str:
         keys = [first[1], *(["point", "target"] if scenario == "operating-points" else []),
                 "cc", "su_pct", "fr_pct", "jain", "ql_us", "dr_gbps", "lost_bytes",
                 "sim_rtts", "wall_s"]
+        if scenario != "all-to-all":  # many-to-one: the first half, not in DR / lost
+            head.insert(-2, "lost 1st half")
+            keys.insert(-2, "startup_lost_bytes")
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [_fmt(r.get(k), 0 if k in ("lost_bytes",) else 1 if k in (
+        cells = [_fmt(r.get(k), 0 if k in ("lost_bytes", "startup_lost_bytes") else 1 if k in (
             "su_pct", "fr_pct", "ql_us", "short_fct_max_us", "recovery_us", "ql_max_us",
             "wall_s") else 3) for k in keys]
         out.append("| " + " | ".join(cells) + " |")
@@ -88,7 +93,7 @@ def table(scenario: str, rows: list[dict[str, Any]]) -> str:
 def run_scenario(args: argparse.Namespace, scale: str) -> int:
     ns = [int(x) for x in args.eval_ns.split(",") if x]
     plan = runs(args.evaluate, cc_names(args.compare), ns, scale, args.seed, args.rtts,
-                args.jitter or 0.0, args.floor)
+                args.jitter or 0.0, args.floor, args.buffer_bytes)
     out_dir = Path(args.out) / (args.name or f"rlcc-eval-{args.evaluate}")
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +44,7 @@ from p4cc.sim.cc import RlccHook, make_hook
 from p4cc.sim.config import SimConfig
 from p4cc.sim.engine import Engine
 from p4cc.sim.validate import jain
-from p4cc.topo.spec import parse_topo
+from p4cc.topo.spec import TopoSpec, parse_topo
 
 #: Operating points.  Tessler et al. §8.2 (Tables 3-5) compare targets 1, 2 and 20 of
 #: their reward (strict, standard, loose: 0.5x, 1x and 10x the standard target); the
@@ -85,6 +86,25 @@ def build(cc: str, topo: Any, schedule: pd.DataFrame, seed: int = 0,
     return Engine(topo, schedule, SimConfig(cc="rlcc", host_traces=False, seed=seed), cc=hook)
 
 
+def star(hosts: int, scale: str, buffer_bytes: int | None = None) -> TopoSpec:
+    """A one-switch star of ``hosts`` hosts; ``buffer_bytes`` (None: the scale's) sets every
+    port's buffer, e.g. 5 MB, the buffer Tessler et al. allocate in their long-short test
+    (Fig. 3 caption), against the ``paper`` scale's 1 MB."""
+    topo = parse_topo(f"star,hosts={hosts}", scale)
+    if buffer_bytes is None:
+        return topo
+    if buffer_bytes < topo.scale.pkt_bytes:
+        raise ConfigError(f"buffer_bytes {buffer_bytes}: below one packet "
+                          f"({topo.scale.pkt_bytes} B)")
+    pkts = buffer_bytes // topo.scale.pkt_bytes
+    return replace(topo, links=tuple(replace(lk, queue_pkts=pkts) for lk in topo.links))
+
+
+def _buffer(topo: TopoSpec) -> int:
+    """The bottleneck ports' buffer in bytes (every port of a star has the same)."""
+    return topo.links[0].queue_pkts * topo.scale.pkt_bytes
+
+
 def _long_flows(pairs: list[tuple[str, str]], jitter_s: float = 0.0,
                 seed: int = 0) -> pd.DataFrame:
     """Long flows, starting at 0 or (``jitter_s`` > 0) uniformly in [0, jitter_s), seeded:
@@ -118,51 +138,60 @@ def _steady(eng: Engine, ports: list[int], rtts: int) -> dict[str, float]:
     wall = time.perf_counter()
     eng.run(t_end / 2)
     d0, l0, t0 = eng.delivered.copy(), eng.lost.copy(), eng.t
+    startup = float(l0[eng.active.nonzero()[0]].sum())  # bytes lost in the first half
     eng.run(t_end)
-    return {**window_figures(eng, ports, t0, d0, l0), "sim_rtts": rtts,
+    return {**window_figures(eng, ports, t0, d0, l0), "startup_lost_bytes": startup,
+            "sim_rtts": rtts,
             "wall_s": round(time.perf_counter() - wall, 1)}
 
 
 def many_to_one(cc: str, n: int, scale: str = "paper", rtts: int | None = None,
                 seed: int = 0, target: float = rlcc.DEFAULT_TARGET,
                 beta: float = rlcc.DEFAULT_BETA, jitter_rtts: float = 0.0,
-                floor_frac: float | None = None) -> dict[str, Any]:
-    """N→1 (default rtts: max(4000, 32·N) as rlcc_fixed_point), second half measured."""
+                floor_frac: float | None = None,
+                buffer_bytes: int | None = None) -> dict[str, Any]:
+    """N→1 (default rtts: max(4000, 32·N) as rlcc_fixed_point), second half measured;
+    the first half's loss (the start at the line rate) is ``startup_lost_bytes``."""
     senders = min(n, 63)
-    topo = parse_topo(f"star,hosts={senders + 1}", scale)
+    topo = star(senders + 1, scale, buffer_bytes)
     pairs = [(f"h{i % senders + 1}", f"h{senders + 1}") for i in range(n)]
     flows = _long_flows(pairs, jitter_rtts * topo.scale.base_rtt_s, seed)
     eng = build(cc, topo, flows, seed, target, beta, floor_frac)
     figs = _steady(eng, [senders + 1], max(4000, 32 * n) if rtts is None else rtts)
     return {"scenario": "many-to-one", "n": n, "cc": cc, "target": target,
-            "jitter_rtts": jitter_rtts, **figs}
+            "jitter_rtts": jitter_rtts, "buffer_bytes": _buffer(topo), **figs}
 
 
 def all_to_all(cc: str, hosts: int, flows_per_pair: int = 2, scale: str = "paper",
                rtts: int = 4000, seed: int = 0, target: float = rlcc.DEFAULT_TARGET,
-               beta: float = rlcc.DEFAULT_BETA, jitter_rtts: float = 0.0) -> dict[str, Any]:
+               beta: float = rlcc.DEFAULT_BETA, jitter_rtts: float = 0.0,
+               buffer_bytes: int | None = None) -> dict[str, Any]:
     """Every host sends ``flows_per_pair`` long flows to every other host."""
     if hosts < 2 or flows_per_pair < 1:
         raise ConfigError("all-to-all needs >= 2 hosts and >= 1 flow per pair")
-    topo = parse_topo(f"star,hosts={hosts}", scale)
+    topo = star(hosts, scale, buffer_bytes)
     pairs = [(f"h{s}", f"h{d}") for s in range(1, hosts + 1) for d in range(1, hosts + 1)
              for _ in range(flows_per_pair) if s != d]
     flows = _long_flows(pairs, jitter_rtts * topo.scale.base_rtt_s, seed)
     eng = build(cc, topo, flows, seed, target, beta)
     figs = _steady(eng, list(range(1, hosts + 1)), rtts)
     return {"scenario": "all-to-all", "hosts": hosts, "cc": cc, "target": target,
-            "jitter_rtts": jitter_rtts, **figs}
+            "jitter_rtts": jitter_rtts, "buffer_bytes": _buffer(topo), **figs}
 
 
 def long_short(cc: str, shorts: int = 1, short_bytes: int = 500_000, scale: str = "paper",
                join_rtts: int = 500, after_rtts: int = 1500, recovered: float = 0.9,
                seed: int = 0, target: float = rlcc.DEFAULT_TARGET,
-               beta: float = rlcc.DEFAULT_BETA) -> dict[str, Any]:
+               beta: float = rlcc.DEFAULT_BETA,
+               buffer_bytes: int | None = None) -> dict[str, Any]:
     """A long flow h1→h(shorts+2); at ``join_rtts`` base RTTs ``shorts`` hosts each start
     one flow of ``short_bytes`` into the same port.  Recovery time: from the last short
-    flow's completion to the first base RTT in which the long flow delivers at least
-    ``recovered`` of the line rate (None: not within ``after_rtts``)."""
-    topo = parse_topo(f"star,hosts={shorts + 2}", scale)
+    flow's completion to the first base RTT in which the long flow *sends* at least
+    ``recovered`` of the line rate (None: not within ``after_rtts``).  Sent, not
+    delivered: while the port drains the queue the short flows left, the long flow's
+    queued bytes arrive at the line rate whatever its sender does, which read as a
+    recovery within one RTT for every CC."""
+    topo = star(shorts + 2, scale, buffer_bytes)
     sc = topo.scale
     rtt, dst = sc.base_rtt_s, f"h{shorts + 2}"
     t_join = join_rtts * rtt
@@ -179,27 +208,30 @@ def long_short(cc: str, shorts: int = 1, short_bytes: int = 500_000, scale: str 
     eng.run(t_join)
     bw_before = (float(eng.delivered[slot]) - before0) * 8 / (eng.t - t_b) / sc.link_rate_bps
     series, t_done, deadline = [], None, t_join + (after_rtts + 10 * shorts) * rtt
-    prev = float(eng.delivered[slot])
+    prev, prev_sent = float(eng.delivered[slot]), float(eng.sent[slot])
     while eng.t < deadline:
         eng.run(eng.t + rtt)
-        cur = float(eng.delivered[slot])
-        series.append((eng.t, (cur - prev) * 8 / rtt / sc.link_rate_bps))
-        prev = cur
+        cur, cur_sent = float(eng.delivered[slot]), float(eng.sent[slot])
+        series.append((eng.t, (cur - prev) * 8 / rtt / sc.link_rate_bps,
+                       (cur_sent - prev_sent) * 8 / rtt / sc.link_rate_bps))
+        prev, prev_sent = cur, cur_sent
         if t_done is None and eng.flows.pending() == 0 and int(eng.active.sum()) == 1:
             t_done = eng.t
             deadline = min(deadline, t_done + after_rtts * rtt)
     fr = eng.flow_records()
     shorts_fr = fr[fr.flow_id > 0]
     ts, bw = np.array([s[0] for s in series]), np.array([s[1] for s in series])
+    send = np.array([s[2] for s in series])
     rec = None
     if t_done is not None:
-        ok = np.flatnonzero((ts > t_done) & (bw >= recovered))
+        ok = np.flatnonzero((ts > t_done) & (send >= recovered))
         rec = float(ts[ok[0]] - t_done) * 1e6 if ok.size else None
     during = (ts > t_join) & (ts <= (t_done if t_done is not None else ts[-1]))
     after = ts > (t_done if t_done is not None else ts[-1])
     tel = eng.telemetry_frame()
     tel = tel[(tel.t_s > t_join) & (tel.port == shorts + 2)] if len(tel) else tel
     return {"scenario": "long-short", "flows": shorts + 1, "cc": cc, "target": target,
+            "buffer_bytes": _buffer(topo),
             "short_bytes": short_bytes,
             "long_bw_before": round(bw_before, 4),
             "long_bw_during": float(bw[during].mean()) if during.any() else math.nan,
