@@ -14,13 +14,6 @@ import p4cc
 PKG = Path(p4cc.__file__).parent
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
-#: session-4 RL-CC checkpoints trained from a working tree with uncommitted changes; their
-#: sidecars say so ("-dirty"). Retraining them at a clean commit is open in issue 11;
-#: strict, so a clean retrain turns these into failures to remove the mark.
-DIRTY = pytest.mark.xfail(strict=True, reason="trained from a dirty tree (issue 11)")
-KNOWN_DIRTY = {"rlcc-adpg-mlp.json"}
-
-
 def sidecars() -> list[Path]:
     """The sidecar of every trained checkpoint: ``X.json`` beside ``X.npz``, and the
     distilled trees' ``.sidecar.json`` (their ``.json`` is the tree file itself)."""
@@ -38,9 +31,7 @@ def test_every_trained_checkpoint_has_a_sidecar() -> None:
     assert not missing, f"checkpoints without a sidecar: {missing}"
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=DIRTY if p.name in KNOWN_DIRTY else (), id=p.name)
-    for p in sidecars()])
+@pytest.mark.parametrize("path", sidecars(), ids=lambda p: p.name)
 def test_sidecar_names_command_seed_and_clean_commit(path: Path) -> None:
     meta = json.loads(path.read_text())
     assert str(meta.get("command", "")).startswith("p4cc train "), meta.get("command")
