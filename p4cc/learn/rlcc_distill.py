@@ -384,7 +384,7 @@ def distill(teacher: MlpPolicy, out: Path, cfg: DistillConfig | None = None,
         "action_max_err": float(np.max(err)),
         "sign_agreement": float(np.mean(np.sign(a_s - 1) == np.sign(a_t - 1))),
         "held_out_near_crossing": int(near.sum()),
-        "action_mae_near_crossing": float(np.mean(err[near])),
+        "action_mae_near_crossing": float(np.mean(err[near])) if near.any() else None,
         "teacher_crossing": center, "trees": student.n_trees, "max_depth": cfg.depth,
         "linear_leaves": student.linear, "ops_per_decision": student.ops(),
         "offset": calib.offset if calib else 0.0}
