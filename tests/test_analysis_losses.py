@@ -141,7 +141,48 @@ def test_host_loss_shows_as_forward_minus_switch(tmp_path: Path) -> None:
 def test_switch_drops_sum_over_switches() -> None:
     cpu = pd.DataFrame({"t_s": [0, 0, 1, 1], "switch": ["s1", "s2", "s1", "s2"],
                         "rx_pkts": [5, 100, 50, 300], "tx_pkts": [5, 90, 45, 280]})
-    assert losses.switch_drops(cpu) == 5 + 10
+    assert losses.switch_drops(cpu, 0.5) == 5 + 10
+
+
+#: leaf2 of runs/testbed_s17/acc_seed5 (switch_cpu.csv; the other switches' rx - tx did
+#: not change; forward loss 0): the first sample, 33 ms after t0, held 12 packets of the
+#: first flows (started at 0.3 ms) that leaf2 had received and not yet sent
+ACC_SEED5_LEAF2 = [(0.0332, 43, 29), (0.2833, 45, 43), (5.0341, 334, 325),
+                   (5.2834, 392, 390), (125.0065, 33091, 33089)]
+
+
+def _leaf2(rows: list[tuple[float, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame([{"t_s": t, "switch": "leaf2", "rx_pkts": rx, "tx_pkts": tx}
+                         for t, rx, tx in rows])
+
+
+def test_switch_drops_need_a_sample_before_the_traffic() -> None:
+    # the old difference from the first sample said -12 (docs/benchmarks.md, session 17)
+    assert losses.switch_drops(_leaf2(ACC_SEED5_LEAF2), 0.00028) is None
+    # with the runner's sample before t0 (switches idle, 2 packets of rx - tx from
+    # before the run): no drops, as the receivers said
+    before_t0 = [(-0.4996, 41, 39), *ACC_SEED5_LEAF2]
+    assert losses.switch_drops(_leaf2(before_t0), 0.00028) == 0
+    # drops during the run count from that baseline, not from the first in-run sample
+    dropped = [*before_t0[:-1], (125.0065, 33091, 33010)]
+    assert losses.switch_drops(_leaf2(dropped), 0.00028) == 79
+    # traffic from 0.1 s: the idle sample at 33 ms is the baseline (run before t0 or not)
+    late = [(0.0332, 41, 39), *dropped[2:]]
+    assert losses.switch_drops(_leaf2(late), 0.1) == 79
+
+
+def test_run_without_a_sample_before_the_traffic_has_no_switch_drops(
+        tmp_path: Path) -> None:
+    run = _bmv2_run(tmp_path)
+    cpu = pd.read_csv(run / "switch_cpu.csv")
+    # the first sample after the first flow (0.20), 10 of its packets inside the switch:
+    # from there rx - tx changes by 9 - 10 = -1 over the run (7 drops really)
+    cpu.loc[0, ["t_s", "rx_pkts", "tx_pkts"]] = [0.25, 12, 2]
+    cpu.to_csv(run / "switch_cpu.csv", index=False)
+    r = losses.run_losses(open_run(run))
+    assert r.switch_drops is None and r.forward_loss == 7
+    row = losses.table_row("x", r)
+    assert row["switch drops"] == "–" and row["forward − switch"] == "–"
 
 
 def test_cli_prints_one_markdown_row_per_run(tmp_path: Path,

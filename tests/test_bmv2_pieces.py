@@ -78,6 +78,33 @@ def test_record_queues_drain_by_type() -> None:
     assert len(sink.tele) == 1 and len(sink.tables["agent"]) == 1
 
 
+def test_record_queues_write_the_cpu_sample_before_t0_but_do_not_keep_it() -> None:
+    q = RecordQueues()
+    q.switch_cpu([{"t_s": -0.5, "switch": "s1", "rx_pkts": 3, "tx_pkts": 3}])
+    q.switch_cpu([{"t_s": 0.02, "switch": "s1", "rx_pkts": 9, "tx_pkts": 4}])
+    sink = Sink()
+    q.drain(sink)  # type: ignore[arg-type]
+    assert [r["t_s"] for r in sink.tables["switch_cpu"]] == [-0.5, 0.02]
+    assert [r["t_s"] for r in q.kept_cpu] == [0.02]  # the verdict and budget: from t0
+
+
+def test_sampler_baseline_is_one_sample_without_the_host_hook() -> None:
+    import os
+
+    from p4cc.experiment.bmv2.procmon import SwitchSampler
+
+    written: list[dict[str, Any]] = []
+    calls: list[int] = []
+    sampler = SwitchSampler({"s1": (os.getpid(), ["p4cc-no-such-if"])}, lambda: -0.5,
+                            written.extend)
+    sampler.extra = lambda: calls.append(1)
+    rows = sampler.baseline()
+    assert rows == written and len(rows) == 1 and calls == []
+    assert rows[0]["t_s"] == -0.5 and rows[0]["rx_pkts"] == rows[0]["tx_pkts"] == 0
+    sampler.sample_once()
+    assert len(written) == 2 and calls == [1]
+
+
 def test_host_launcher_parses_host_commands_without_the_root_cli() -> None:
     import sys
 

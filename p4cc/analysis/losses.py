@@ -2,11 +2,16 @@
 table, one row per run: are the losses the start-up overflow of the bottleneck queue, or
 do they continue after it (docs/emulation.md)?  For a BMv2 run (p4cc.experiment.bmv2):
 
-* **switch drops**: the change over the run of ``rx_pkts - tx_pkts`` in
-  ``switch_cpu.csv`` (kernel counters of all a switch's interfaces,
-  p4cc.experiment.bmv2.procmon), summed over switches; exact when the queues are empty at
-  the last sample, as after a run whose flows ended.  (Telemetry's ``drops_pkts`` is only
-  an estimate on BMv2, p4cc.controlplane.telemetry, and is not used.)
+* **switch drops**: per switch, ``rx_pkts - tx_pkts`` in ``switch_cpu.csv`` (kernel
+  counters of all a switch's interfaces, p4cc.experiment.bmv2.procmon) at the last sample
+  minus at the last sample before the traffic (``t_s`` < the first flow's start: the
+  runner samples once before t0), summed over switches; exact when the queues are empty
+  at both, as before t0 and after a run whose flows ended.  A run without a sample before
+  its first flow (BMv2 runs before session 18: the first sample came 20-40 ms after t0,
+  with the first packets still inside the switches, which the difference took for
+  "sent but never received" -- -4 to -26 packets) has no switch drops (None, "–").
+  (Telemetry's ``drops_pkts`` is only an estimate on BMv2, p4cc.controlplane.telemetry,
+  and is not used.)
 * **forward loss**: packets the senders sent (``hosts/*/send/fct.csv``: bytes_sent /
   payload + probes) minus datagrams the receivers read (``hosts/*/recv/
   rx_counters.json``); payload = Scale.pkt_bytes - 66 B
@@ -81,7 +86,7 @@ class RunLosses:
     backend: str
     host_cc: str
     first_start_s: float
-    switch_drops: int
+    switch_drops: int | None
     forward_loss: int | None
     bottleneck: tuple[str, int]
     overflow: Overflow | None
@@ -148,12 +153,18 @@ def split_phases(t: np.ndarray, values: np.ndarray, window: Overflow | None) -> 
                   float(values[after].sum()))
 
 
-def switch_drops(cpu: pd.DataFrame) -> int:
-    """Change of rx - tx over the run, per switch, summed (switch_cpu.csv rows)."""
+def switch_drops(cpu: pd.DataFrame, traffic_start_s: float) -> int | None:
+    """Per switch, rx - tx at its last sample minus at its last sample before
+    ``traffic_start_s`` (switch_cpu.csv rows, run clock), summed; None if a switch has no
+    sample before the traffic (a later first sample counts the packets then inside the
+    switch as sent without being received)."""
     total = 0
-    for _, g in cpu.sort_values("t_s").groupby("switch"):
+    for _, g in cpu.sort_values("t_s", kind="stable").groupby("switch"):
         d = (g["rx_pkts"] - g["tx_pkts"]).to_numpy()
-        total += int(d[-1] - d[0])
+        before = np.flatnonzero(g["t_s"].to_numpy(float) < traffic_start_s)
+        if not len(before):
+            return None
+        total += int(d[-1] - d[before[-1]])
     return total
 
 
@@ -248,10 +259,10 @@ def bmv2_losses(run: Run) -> RunLosses:
                                    payload))
     fct, ev = pd.concat(fcts, ignore_index=True), pd.concat(events, ignore_index=True)
     sent = float((fct["bytes_sent"] / payload).sum() + fct["probes"].sum())
-    t = ev["t"].to_numpy(float)
+    t, first = ev["t"].to_numpy(float), _first_start(run)
     return RunLosses(
         backend="bmv2", host_cc=str(run.meta.get("host_cc", "")),
-        first_start_s=_first_start(run), switch_drops=switch_drops(cpu),
+        first_start_s=first, switch_drops=switch_drops(cpu, first),
         forward_loss=round(sent - _datagrams(run)), bottleneck=where, overflow=win,
         naks=split_phases(t, ev["naks"].to_numpy(float), win),
         rewinds=int((fct["nacks"] - fct["stale_nacks"] + fct["timeouts"]).sum()),
@@ -299,10 +310,11 @@ def table_row(label: str, r: RunLosses) -> dict[str, Any]:
     w, t0 = r.overflow, r.first_start_s
     span = ("none" if w is None else
             f"{w.start_s - t0:.2f}–{w.end_s - t0:.2f}" + ("" if w.drained else " (not drained)"))
-    diff = None if r.forward_loss is None else r.forward_loss - r.switch_drops
+    diff = (None if r.forward_loss is None or r.switch_drops is None
+            else r.forward_loss - r.switch_drops)
     return {
         "run": label, "backend": r.backend, "host CC": r.host_cc or "–",
-        "switch drops": r.switch_drops, "forward loss": _opt(r.forward_loss),
+        "switch drops": _opt(r.switch_drops), "forward loss": _opt(r.forward_loss),
         "forward − switch": _opt(diff),
         "bottleneck": f"{r.bottleneck[0]}:{r.bottleneck[1]}",
         "overflow (s after first start)": span,

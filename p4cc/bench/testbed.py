@@ -7,8 +7,9 @@ started/completed, mean FCT, mice p99 FCT (the report's mice: < 100 KB x the wor
 size scale) and the busiest port's mean utilisation, queue and drops (telemetry's
 estimate; the figures issue 10 compares with the simulator on the same schedule), the
 exact ``switch_drops_pkts`` and ``forward_loss_pkts`` of ``p4cc report --losses``
-(p4cc.analysis.losses; the simulator's forward loss is None); then a summary with the
-machine's load and BMv2 build.
+(p4cc.analysis.losses; the simulator's forward loss is None, and so are the switch drops
+of a run without a switch sample before its traffic); then a summary with the machine's
+load and BMv2 build.
 ``--seeds 1,2,3`` plays several seeds.  Without BMv2 or root: one skip record.
 """
 

@@ -128,6 +128,7 @@ class _Run:
             if self.chameleon is not None:
                 self.hosts.extra_args = self.chameleon.host_args
             self.t0_epoch, self.t0_mono = self.hosts.start()
+            self._sample_before_t0()
             self._start_control_at_t0()
             if self.chameleon is not None:
                 self.chameleon.begin(self.t0_mono)
@@ -178,6 +179,15 @@ class _Run:
         if plan:
             self.sink.log(int_watch.describe(plan))
 
+    def _sample_before_t0(self) -> None:
+        """The switches' counters once now, GO_LEAD_S before the senders' t0: the
+        baseline of the switch drops (p4cc.analysis.losses); the periodic samples start
+        at t0 (``_start_control_at_t0``)."""
+        assert self.session is not None
+        self.sampler = verdictmod.sampler(self.fabric, self.session, self.now,
+                                          self.records.switch_cpu)
+        self.sampler.baseline()
+
     def _start_control_at_t0(self) -> None:
         """Build the INT collectors (imports: Scapy takes ~1 s), wait for t0, start them
         and the session's loops."""
@@ -195,8 +205,7 @@ class _Run:
             col.start()
         self.runner_cpu_t0 = time.process_time()
         self.session.start(self.t0_mono)
-        self.sampler = verdictmod.sampler(self.fabric, self.session, self.now,
-                                          self.records.switch_cpu)
+        assert self.sampler is not None
         if self.hosts is not None:  # so host_cpu.csv counts processes that exit early
             self.sampler.extra = self.hosts.sample_cpu
         self.sampler.start()

@@ -81,7 +81,22 @@ class SwitchSampler:
         self._thread.start()
         return self
 
+    def baseline(self) -> list[dict[str, Any]]:
+        """One sample before the traffic's t0 (run clock < 0), without ``extra``: the
+        counters' zero for the switch drops (p4cc.analysis.losses).  The first periodic
+        sample comes tens of ms after t0, when the first packets are inside the switches."""
+        return self._sample()
+
     def sample_once(self) -> list[dict[str, Any]]:
+        out = self._sample()
+        if self.extra is not None:
+            try:
+                self.extra()
+            except OSError:
+                self.errors += 1
+        return out
+
+    def _sample(self) -> list[dict[str, Any]]:
         t = self.now()
         out = []
         for sw, (pid, ifs) in self.switches.items():
@@ -91,11 +106,6 @@ class SwitchSampler:
                 self.errors += 1  # the switch died: the run's own check reports that
         self.rows += out
         self.sink(out)
-        if self.extra is not None:
-            try:
-                self.extra()
-            except OSError:
-                self.errors += 1
         return out
 
     def _run(self) -> None:

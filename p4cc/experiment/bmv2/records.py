@@ -63,7 +63,9 @@ class RecordQueues:
     # -- main thread -----------------------------------------------------------------
     def drain(self, sink: RunSink) -> None:
         """Write everything queued so far.  Telemetry of intervals that ended before t0
-        (t_s <= 0: the switches idle before the traffic) is not kept."""
+        (t_s <= 0: the switches idle before the traffic) is not kept; the switches'
+        sample before t0 (t_s < 0, the baseline of p4cc.analysis.losses) is written but
+        not kept for the verdict and the budget, which judge the run from t0."""
         tele = [r for batch in _take(self._telemetry) for r in batch if r.t_s > 0]
         if tele:
             sink.telemetry(tele)
@@ -75,7 +77,7 @@ class RecordQueues:
         cpu = [r for batch in _take(self._cpu) for r in batch]
         if cpu:
             sink.table("switch_cpu", cpu)
-            self.kept_cpu += cpu
+            self.kept_cpu += [r for r in cpu if r["t_s"] >= 0]
         for batch in _take(self._actions):
             sink.table("agent", [a.to_row() for a in batch])
         for rec in _take(self._int):
