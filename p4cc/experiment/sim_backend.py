@@ -24,7 +24,7 @@ from p4cc.errors import ConfigError
 from p4cc.experiment import chameleon
 from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.spec import OUTPUTS
-from p4cc.sim.cc import sim_host_cc_names
+from p4cc.sim.cc import sim_cc, sim_host_cc_names
 from p4cc.sim.config import SimConfig, refuse_unsupported
 from p4cc.sim.engine import Engine
 
@@ -61,14 +61,14 @@ class SimBackend:
             agent_name: str, sink: Any, progress: Any) -> None:
         self.check(spec)
         topo = spec.topo()
-        cc, _, variant = str(spec.host_cc).partition(":")
+        cc, cc_params = sim_cc(str(spec.host_cc))
         base = self.config or SimConfig()
         pfc_alpha = getattr(spec, "pfc_alpha", None)  # (specs may be duck-typed)
         cfg = SimConfig(**{**base.to_dict(), "cc": cc, "seed": int(sink.seed),
                            "telemetry_interval_s": float(spec.interval_s),
                            "pfc": pfc_alpha is not None,
                            "pfc_alpha": pfc_alpha or base.pfc_alpha,
-                           "cc_params": variant or ("hpcc-ns3" if cc == "dcqcn" else "")})
+                           "cc_params": cc_params})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
         fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
         run_agents = RunAgents(seed=int(sink.seed))  # acc:online: fine-tuned in the run

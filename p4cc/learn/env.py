@@ -8,7 +8,9 @@ and the algorithm's reward.
   in [2, 64] x q flows each in ``incast_flows``, 10 KB-10 MB), or a storage pattern of
   ACC Table 1 with an IO depth in ``io_depth``;
 * reward per agent: ACC eq. (2) or PET eq. (6) (p4cc.controlplane.agents.state) with the
-  weights of the episode's workload (``w_throughput``: ω1 / β1, and ω2 = 1 - ω1).
+  weights of the episode's workload (``w_throughput``: ω1 / β1, and ω2 = 1 - ω1);
+* hosts: ``host_cc``, as a spec's ``host_cc`` (default ``dcqcn``: the hpcc-ns3 set, whose
+  rate floor is 1 Gb/s at 25 Gb/s).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from p4cc.controlplane.agents.template import ActionTemplate
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.scale import get_scale
+from p4cc.sim.cc import sim_cc
 from p4cc.sim.envs import EcnTuningEnv
 from p4cc.traffic import workloads as wl
 from p4cc.traffic.cdf import load_cdf
@@ -64,6 +67,11 @@ class EnvConfig:
         "help": "queue and thresholds in the state: 'log' (log2 scale, one packet to the "
                 "buffer) or 'linear' (/ buffer, the first shipped agents); "
                 "p4cc.controlplane.agents.state.features"})
+    host_cc: str = field(default="dcqcn", metadata={
+        "help": "the hosts' congestion control, as a spec's host_cc (sim kinds): dcqcn "
+                "(hpcc-ns3 set, 1 Gb/s rate floor at 25 Gb/s), dcqcn:<set>[,field=value...] "
+                "e.g. dcqcn:hpcc-ns3,min_rate_bps=1e8 (floor 100 Mb/s, paper units), "
+                "fixed:<rate>, rlcc[:<policy>]"})
 
     def __post_init__(self) -> None:
         bad = [s for s in self.scenarios if s not in SCENARIOS]
@@ -76,6 +84,11 @@ class EnvConfig:
         if self.feature_scaling not in FEATURE_SCALINGS:
             raise ConfigError(f"feature_scaling must be one of {FEATURE_SCALINGS}, got "
                               f"{self.feature_scaling!r}")
+        scale = get_scale(self.scale)
+        try:  # the kind, and that the variant builds (DCQCN set and fields, RL-CC policy)
+            sim_cc(self.host_cc, scale)
+        except ConfigError as exc:
+            raise ConfigError(f"env.host_cc {self.host_cc!r}: {exc}") from None
 
     def weight(self, workload: str) -> float:
         return dict(self.w_throughput).get(workload, 0.5)
@@ -104,7 +117,7 @@ class TrainEnv(EcnTuningEnv):
         scale = get_scale(cfg.scale)
         super().__init__(topo=cfg.topo, scale=cfg.scale, variant=feature_set or algo,
                          intervals=cfg.intervals, history=cfg.history,
-                         settings=template.configs(scale))
+                         settings=template.configs(scale), host_cc=cfg.host_cc)
         self.env_cfg, self.algo, self.template = cfg, algo, template
         self.levels = unscaled_levels(scale.bytes(template.alpha_paper_bytes),
                                       template.n_levels)
@@ -157,4 +170,5 @@ class TrainEnv(EcnTuningEnv):
         return {"topo": self.env_cfg.topo, "scale": self.scale.name, "agents": self.n_agents,
                 "interval_s": self.dt_interval, "actions": self.template.n_actions,
                 "obs_dim": self.history * self.n_feat, "incast_norm": self.incast_norm,
-                "feature_scaling": self.env_cfg.feature_scaling}
+                "feature_scaling": self.env_cfg.feature_scaling,
+                "host_cc": self.env_cfg.host_cc}

@@ -265,6 +265,25 @@ def sim_host_cc_names() -> tuple[str, ...]:
     return tuple(nm for nm in HOST_CC_KINDS if nm in SIM_HOOKS)
 
 
+def sim_cc(host_cc: str, scale: Scale | None = None) -> tuple[str, str]:
+    """The simulator's ``(SimConfig.cc, SimConfig.cc_params)`` for ``host_cc`` as a spec
+    names it (``kind[:variant]``; DCQCN's set defaults to ``hpcc-ns3``), e.g.
+    ``dcqcn:hpcc-ns3,min_rate_bps=1e8`` -> ``("dcqcn", "hpcc-ns3,min_rate_bps=1e8")``.
+    ConfigError when the simulator does not model the kind; with ``scale``, also when the
+    variant does not build (an unknown DCQCN set or field, a policy that does not load)."""
+    if not isinstance(host_cc, str):
+        raise ConfigError(f"host CC must be a string like 'dcqcn:hpcc-ns3', got {host_cc!r}")
+    cc, _, variant = host_cc.partition(":")
+    if cc not in sim_host_cc_names():
+        raise ConfigError(f"unknown host CC {host_cc!r}; the simulator models "
+                          f"{list(sim_host_cc_names())} (optionally ':variant', e.g. "
+                          f"'dcqcn:hpcc-ns3,min_rate_bps=1e8')")
+    params = variant or ("hpcc-ns3" if cc == "dcqcn" else "")
+    if scale is not None:
+        make_hook(cc, scale, params)
+    return cc, params
+
+
 def make_hook(name: str, scale: Scale, params: str = "hpcc-ns3",
               policy: rlcc_policies.Policy | None = None) -> CcHook:
     """The hook ``name`` (a key of :data:`SIM_HOOKS`); ``params`` is the variant (DCQCN
