@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +353,34 @@ def test_an_interrupted_sweep_starts_no_further_run(tmp_path: Path, how: str) ->
     status = json.loads((point / "secn1_seed1" / "status.json").read_text())
     assert (status["complete"], status["reason"]) == (False, "interrupted (signal 15)")
     assert not (point / "secn1_seed2").exists()  # queued to the worker, never started
+
+
+def test_report_leaves_unfaithful_runs_out_and_says_so(pool_sweep: Path,
+                                                       tmp_path: Path) -> None:
+    # issue 10: "the report never mixes unfaithful numbers into a comparison silently"
+    root = tmp_path / "sweep"
+    shutil.copytree(pool_sweep, root)
+    info = json.loads((root / "sweep.json").read_text())
+    at_06 = [r for r in info["runs"] if r["point"] == "load=0.6"]
+    bad, good = at_06[0], at_06[1]
+    (root / bad["dir"] / "fidelity.json").write_text(json.dumps(
+        {"faithful": False, "summary": "UNFAITHFUL: switch_cpu (9/100)"}))
+    (root / good["dir"] / "fidelity.json").write_text(json.dumps(
+        {"faithful": True, "summary": "faithful"}))
+    md = build_sweep_report(root).read_text()
+    rep = root / "report"
+    runs = pd.read_csv(rep / "runs.csv")
+    assert runs["faithful"].isna().sum() == 2  # the load=0.3 runs carry no verdict
+    assert sorted(runs["faithful"].dropna().astype(str)) == ["False", "True"]
+    agg = pd.read_csv(rep / "sweep.csv").set_index("point")
+    kept = runs[(runs["point"] == "load=0.6") & (runs["seed"] == good["seed"])]
+    assert agg.loc["load=0.6", "unfaithful"] == 1 and agg.loc["load=0.3", "unfaithful"] == 0
+    assert agg.loc["load=0.6", "fct_all_avg_s_n"] == 1
+    assert agg.loc["load=0.6", "fct_all_avg_s_mean"] == pytest.approx(
+        float(kept["fct_all_avg_s"].iloc[0]))
+    assert agg.loc["load=0.3", "fct_all_avg_s_n"] == 2
+    fid = md.index("## Fidelity")
+    assert fid < md.index("## fct_all_avg_s")
+    assert "1 of 2 runs with a verdict are faithful" in md
+    assert f"seed {bad['seed']}: UNFAITHFUL: switch_cpu (9/100)" in md
+    assert "(n = 1)" in md

@@ -3,11 +3,15 @@
 Reads ``sweep.json`` (p4cc.experiment.sweep) and every complete run's headline metrics
 (``p4cc.analysis.metrics.summary``), and writes into ``<sweep>/report/``:
 
-* ``runs.csv``: one row per complete run: point, the grid values, agent, seed, metrics;
-* ``sweep.csv``: one row per (point, agent): the grid values, ``runs`` and for each metric
-  ``<metric>_mean``, ``<metric>_ci95`` (half-width, Student t over seeds,
-  p4cc.analysis.stats.mean_ci) and ``<metric>_n``;
-* ``sweep.md``: a table per metric (points x agents, "mean ± half-width") and its plot;
+* ``runs.csv``: one row per complete run: point, the grid values, agent, seed, its
+  fidelity verdict (``faithful``: true / false, empty for a run without one, such as the
+  simulator's; p4cc.analysis.fidelity) and metrics;
+* ``sweep.csv``: one row per (point, agent): the grid values, ``runs``, ``unfaithful``
+  and for each metric ``<metric>_mean``, ``<metric>_ci95`` (half-width, Student t over
+  seeds, p4cc.analysis.stats.mean_ci) and ``<metric>_n``, **over the runs not judged
+  unfaithful** (issue 10: a run whose emulation fell behind is not a result);
+* ``sweep.md``: the fidelity of the runs first, then a table per metric (points x agents,
+  "mean ± half-width") and its plot;
 * ``<metric>.png``: the metric against the first grid key, one line per agent (and per
   value of the other grid keys) with CI error bars.
 """
@@ -21,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from p4cc.analysis.fidelity import fidelity
 from p4cc.analysis.metrics import summary
 from p4cc.analysis.report import markdown_table
 from p4cc.analysis.runs import open_run
@@ -52,26 +57,73 @@ def run_table(root: Path, info: dict[str, Any]) -> pd.DataFrame:
         path = root / r["dir"]
         if not is_complete(path):
             continue
-        s = summary(open_run(path))
+        run = open_run(path)
+        verdict = fidelity(run)
+        s = summary(run)
         rows.append({"point": r["point"], **values[r["point"]], "agent": r["agent"],
-                     "seed": r["seed"], **{m: s.get(m, math.nan) for m in METRICS}})
+                     "seed": r["seed"],
+                     "faithful": None if verdict is None else bool(verdict.get("faithful")),
+                     "fidelity": "" if verdict is None else str(verdict.get("summary", "")),
+                     **{m: s.get(m, math.nan) for m in METRICS}})
     keys = [g["key"] for g in info["grid"]]
-    return pd.DataFrame(rows, columns=["point", *keys, "agent", "seed", *METRICS])
+    return pd.DataFrame(rows, columns=["point", *keys, "agent", "seed", "faithful",
+                                       "fidelity", *METRICS])
+
+
+def _unfaithful(runs: pd.DataFrame) -> pd.Series:
+    """True where a run's verdict says unfaithful (no verdict, no column: False)."""
+    if "faithful" not in runs:
+        return pd.Series(False, index=runs.index)
+    return runs["faithful"].map(_said_unfaithful).astype(bool)
+
+
+def _said_unfaithful(v: Any) -> bool:
+    """A ``faithful`` cell as written here or read back from runs.csv."""
+    if isinstance(v, str):
+        return v.strip().lower() == "false"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return False
+    return not bool(v)
 
 
 def aggregate(runs: pd.DataFrame, keys: list[str], level: float = LEVEL) -> pd.DataFrame:
-    """Mean, CI half-width and count of each metric per (point, agent), in run order."""
+    """Mean, CI half-width and count of each metric per (point, agent), in run order,
+    over the runs not judged unfaithful (``unfaithful`` counts the others)."""
     out = []
+    bad = _unfaithful(runs)
     for (point, agent), g in runs.groupby(["point", "agent"], sort=False):
+        kept = g[~bad[g.index]]
         row: dict[str, Any] = {"point": point, **{k: g[k].iloc[0] for k in keys},
-                               "agent": agent, "runs": len(g)}
+                               "agent": agent, "runs": len(g),
+                               "unfaithful": int(bad[g.index].sum())}
         for m in METRICS:
-            mean, half, n = mean_ci(g[m].to_numpy(float), level)
+            mean, half, n = mean_ci(kept[m].to_numpy(float), level)
             row |= {f"{m}_mean": mean, f"{m}_ci95": half, f"{m}_n": n}
         out.append(row)
-    cols = ["point", *keys, "agent", "runs"] + [f"{m}_{s}" for m in METRICS
+    cols = ["point", *keys, "agent", "runs", "unfaithful"] + [f"{m}_{s}" for m in METRICS
                                                 for s in ("mean", "ci95", "n")]
     return pd.DataFrame(out, columns=cols)
+
+
+def fidelity_section(runs: pd.DataFrame) -> list[str]:
+    """Markdown lines: how many runs carry a verdict and are faithful, and every
+    unfaithful run with its failed checks (left out of every table below)."""
+    judged = runs["faithful"].notna() if "faithful" in runs else pd.Series(False)
+    if not judged.any():
+        return ["## Fidelity", "", "No run carries a fidelity verdict (simulator runs, or "
+                "runs from before issue 10).", ""]
+    bad = _unfaithful(runs)
+    lines = ["## Fidelity", "",
+             f"{int(judged.sum() - bad.sum())} of {int(judged.sum())} runs with a verdict "
+             f"are faithful.", ""]
+    if bad.any():
+        lines += ["**Left out of every table below** (their emulation fell behind; "
+                  "`runs.csv` keeps them, with `faithful` = false):", ""]
+        for _, r in runs[bad].iterrows():
+            lines.append(f"* `{r['point']}` / `{r['agent']}` seed {r['seed']}: "
+                         f"{r['fidelity']}")
+        lines.append("")
+    return lines
 
 
 def _cell(mean: float, half: float) -> str:
@@ -81,9 +133,12 @@ def _cell(mean: float, half: float) -> str:
 
 
 def metric_table(agg: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Points x agents, cells "mean ± half-width"."""
-    t = agg.assign(cell=[_cell(a, b) for a, b in zip(agg[f"{metric}_mean"],
-                                                     agg[f"{metric}_ci95"], strict=True)])
+    """Points x agents, cells "mean ± half-width" ("(n = k)" after it where unfaithful
+    runs were left out)."""
+    left_out = agg["unfaithful"] if "unfaithful" in agg else pd.Series(0, index=agg.index)
+    t = agg.assign(cell=[_cell(a, b) + (f" (n = {n})" if lo else "") for a, b, n, lo in zip(
+        agg[f"{metric}_mean"], agg[f"{metric}_ci95"], agg[f"{metric}_n"], left_out,
+        strict=True)])
     return t.pivot(index="point", columns="agent", values="cell").reindex(
         pd.unique(agg["point"]))
 
@@ -147,7 +202,8 @@ def build_sweep_report(root: str | Path, out: str | Path | None = None) -> Path:
           f"agents {', '.join(info['agents'])}; seeds {info['seeds']}.", "",
           f"{len(runs)} of {len(info['runs'])} runs complete.  Cells: mean ± half-width of "
           f"the {LEVEL:.0%} confidence interval over seeds (Student t, n-1 degrees of "
-          f"freedom); no ± with one seed.", ""]
+          f"freedom); no ± with one seed; over the runs not judged unfaithful.", ""]
+    md += fidelity_section(runs)
     for m in METRICS:
         if agg.empty or agg[f"{m}_mean"].notna().sum() == 0:
             continue
