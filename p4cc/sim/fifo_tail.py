@@ -18,7 +18,9 @@ bytes (``remaining`` 0) and a queue's departures have passed the flow's tag ther
 flow's bytes still held at that hop are released: to the next hop's arrivals, or
 delivered at the last hop.  Only the geometric tail is moved; the bytes a queue serves
 per step and every other flow's share are the kernel's.  The released bytes are
-counted as sent by that queue (``tx``).  A slot's tag is set by every arrival at a hop,
+counted as sent by that queue (``tx``) and as departed from it (``dq``; until session 18
+they were not, so the per-queue clock fell behind by every released tail and stayed
+behind once the queue emptied: late in a run a mouse left ~21 drain times late again).  A slot's tag is set by every arrival at a hop,
 so bytes held at a hop always have the tag of their own flow (a finished or rerouted
 slot holds no bytes).
 """
@@ -81,6 +83,10 @@ class FifoTail:
         x = held[k, h]
         eng.b[s, h] = 0.0
         np.add.at(eng.counters.tx, path[s, h], x)
+        # and as departed from it: the next step's depth no longer holds them, so its
+        # arrivals (q_new - q + dep_q) count them once more; without this aq - dq kept
+        # every tail ever released, and each later tag waited for those bytes again
+        np.add.at(self.dq, path[s, h], x)
         last = h == eng.last_hop[s]
         # a slot appears once per hop, so each (s, h) and each last-hop s is unique
         dep[s[~last], h[~last]] += x[~last]
