@@ -31,6 +31,22 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C so the same cleanup runs."""
 
 
+#: signals whose Terminated may have been lost: a handler that runs while C code is
+#: calling back into Python through ctypes (numba compiling the simulator's kernels on
+#: their first use, via llvmlite) has its exception printed and dropped ("Exception
+#: ignored on calling ctypes callback function"), and the run would go on
+_PENDING: list[int] = []
+
+
+def raise_if_terminated() -> None:
+    """Raise the :class:`Terminated` of a SIGTERM whose first raise may have been lost
+    (see ``_PENDING``); once.  Long loops call it at their natural checkpoints."""
+    if _PENDING:
+        signum = _PENDING.pop()
+        _PENDING.clear()
+        raise Terminated(f"signal {signum}")
+
+
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
     """In the main thread: SIGTERM raises :class:`Terminated` (a KeyboardInterrupt), so
@@ -43,12 +59,20 @@ def sigterm_as_interrupt() -> Iterator[None]:
         # once: a second SIGTERM (a sweep's executor stopping its workers at exit) must
         # not interrupt the cleanup the first one started; SIGKILL still ends it
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _PENDING.append(signum)
         raise Terminated(f"signal {signum}")
 
     old = signal.signal(signal.SIGTERM, handler)
     try:
         yield
+    except Terminated:
+        _PENDING.clear()  # it arrived: nothing to raise again
+        raise
+    else:
+        if _PENDING:  # lost, and no checkpoint came before the end: raise it now
+            raise_if_terminated()
     finally:
+        _PENDING.clear()
         signal.signal(signal.SIGTERM, old)
 
 

@@ -23,6 +23,7 @@ from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.experiment import chameleon
 from p4cc.experiment.agents import RunAgents
+from p4cc.experiment.runner import raise_if_terminated
 from p4cc.experiment.spec import OUTPUTS
 from p4cc.sim.cc import sim_cc, sim_host_cc_names
 from p4cc.sim.config import SimConfig, refuse_unsupported
@@ -92,6 +93,7 @@ class SimBackend:
                 if len(tr):
                     sink.hostcc(tr.to_dict("records"))
             progress(t)
+            raise_if_terminated()  # a SIGTERM lost while numba compiled (runner._PENDING)
 
         eng = Engine(topo, schedule, cfg, link_events=_events(link_events),
                      on_interval=on_interval)
