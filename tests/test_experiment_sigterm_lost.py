@@ -14,6 +14,8 @@ import pytest
 from p4cc.experiment import runner
 
 CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int)
+#: ctypes reports the lost exception as unraisable: that loss is what these tests make
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
 def _term_inside_a_ctypes_callback() -> None:

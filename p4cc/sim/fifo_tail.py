@@ -20,9 +20,9 @@ delivered at the last hop.  Only the geometric tail is moved; the bytes a queue 
 per step and every other flow's share are the kernel's.  The released bytes are
 counted as sent by that queue (``tx``) and as departed from it (``dq``; until session 18
 they were not, so the per-queue clock fell behind by every released tail and stayed
-behind once the queue emptied: late in a run a mouse left ~21 drain times late again).  A slot's tag is set by every arrival at a hop,
-so bytes held at a hop always have the tag of their own flow (a finished or rerouted
-slot holds no bytes).
+behind once the queue emptied: late in a run a mouse left ~21 drain times late again).
+A slot's tag is set by every arrival at a hop, so bytes held at a hop always have the tag
+of their own flow (a finished or rerouted slot holds no bytes).
 """
 
 from __future__ import annotations
