@@ -42,7 +42,7 @@ def raise_if_terminated() -> None:
     """Raise the :class:`Terminated` of a SIGTERM whose first raise may have been lost
     (see ``_PENDING``); once.  Long loops call it at their natural checkpoints."""
     if _PENDING:
-        signum = _PENDING.pop()
+        signum = _PENDING[0]
         _PENDING.clear()
         raise Terminated(f"signal {signum}")
 
