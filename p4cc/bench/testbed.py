@@ -32,10 +32,12 @@ from p4cc.analysis.losses import run_losses
 from p4cc.analysis.metrics import queue_stats, summary
 from p4cc.analysis.runs import open_run
 from p4cc.bench.dataplane import bmv2_build_flags
-from p4cc.errors import P4ccError
+from p4cc.errors import ConfigError, P4ccError
+from p4cc.experiment.backend import Backend
 from p4cc.experiment.default import DEFAULT_SPEC
 from p4cc.experiment.runner import run_spec
 from p4cc.experiment.spec import load_spec
+from p4cc.hostcc.sender_config import SenderConfig
 
 
 def _run_record(path: Path) -> dict[str, Any]:
@@ -93,6 +95,9 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     ap.add_argument("--backend", default="bmv2")
     ap.add_argument("--seeds", default="", help="comma-separated seeds (default: the spec's)")
     ap.add_argument("--out", default="", help="keep the runs here (default: a temp dir)")
+    ap.add_argument("--ack-every", type=int, default=None,
+                    help="bmv2: the senders ask for an ACK every N data packets (default: "
+                         "the hosts' 16; 1 measures ACK coalescing's saving)")
     args = ap.parse_args(list(argv))
     spec = load_spec(args.spec)
     if args.seeds:
@@ -108,13 +113,21 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
         out = Path(args.out) if args.out else Path(tmp) / spec.name
         load0 = os.getloadavg()[0]
         t0 = time.monotonic()
-        paths = run_spec(spec, backend=args.backend, out=out,
+        backend: str | Backend = args.backend
+        if args.ack_every is not None:
+            if args.backend != "bmv2":
+                raise ConfigError("--ack-every applies to the bmv2 backend's hosts only")
+            from p4cc.experiment.bmv2.backend import Bmv2Backend
+
+            backend = Bmv2Backend(ack_every=args.ack_every)
+        paths = run_spec(spec, backend=backend, out=out,
                          progress=lambda label, d: (lambda t: None))
         wall = time.monotonic() - t0
         recs = [_run_record(p) for p in paths]
         yield from recs
     yield {"case": "testbed", "spec": args.spec, "backend": args.backend,
-           "runs": len(recs), "wall_s": round(wall, 1),
+           "ack_every": (args.ack_every or SenderConfig().ack_every) if args.backend == "bmv2"
+           else None, "runs": len(recs), "wall_s": round(wall, 1),
            "wall_per_run_s": round(wall / max(1, len(recs)), 1),
            "faithful_runs": sum(1 for r in recs if r.get("faithful")),
            "loadavg_before": round(load0, 2), "loadavg_after": round(os.getloadavg()[0], 2),

@@ -29,6 +29,7 @@ from p4cc.hostcc.cli_config import (
     sender_config,
 )
 from p4cc.hostcc.cli_run import run as _run
+from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.scale import get_scale
 
 
@@ -206,6 +207,9 @@ def _send_options(p: argparse.ArgumentParser) -> None:
                    help="s: also ask for an ACK (an RTT sample) this long after the last "
                         "AckReq (default: the controller's; RL-CC 2 x its decision "
                         "interval, DCQCN none; 0: off)")
+    p.add_argument("--ack-every", type=int, default=SenderConfig().ack_every,
+                   help="ask for an ACK every N data packets, as RoCE NICs coalesce them "
+                        "(default %(default)s; 1: every packet)")
     p.add_argument("--deadline", type=float, default=300.0, help="give up after s")
 
 

@@ -80,11 +80,18 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
                         ack_interval_s=args.ack_interval, completions=args.completions,
+                        ack_every=_ack_every(args),
                         pad_data=bool(getattr(args, "pad", False)),
                         start_rt_prio=int(getattr(args, "start_rt_prio", 0) or 0),
                         start_rt_lead_s=_lead(args),
                         # the run's t0 when the BMv2 wrapper set it (p4cc.experiment.bmv2.hosts)
                         t0_epoch=getattr(args, "t0_epoch", None))
+
+
+def _ack_every(args: argparse.Namespace) -> int:
+    """--ack-every (SenderConfig checks its range), or SenderConfig's default."""
+    n = getattr(args, "ack_every", None)
+    return SenderConfig().ack_every if n is None else int(n)
 
 
 def _lead(args: argparse.Namespace) -> float:

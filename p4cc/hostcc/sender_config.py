@@ -7,6 +7,10 @@ from dataclasses import dataclass, field
 from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
 
+#: the sparsest ACK request a sender accepts (``ack_every``): go-back-N resends from
+#: the last ACK, so a sparser one only delays loss recovery
+MAX_ACK_EVERY = 256
+
 
 @dataclass(frozen=True)
 class SenderConfig:
@@ -104,6 +108,8 @@ class SenderConfig:
     def __post_init__(self) -> None:
         if self.pkt_bytes <= wire.data_overhead() or self.pkt_bytes > 9000:
             raise ConfigError(f"pkt_bytes must be in {wire.data_overhead() + 1}..9000")
+        if not 1 <= self.ack_every <= MAX_ACK_EVERY:
+            raise ConfigError(f"ack_every={self.ack_every} must be in 1..{MAX_ACK_EVERY}")
         if not 1 <= self.rtt_window <= 64:
             raise ConfigError(f"rtt_window={self.rtt_window} must be in 1..64")
         if self.ack_interval_s is not None and not self.ack_interval_s >= 0:

@@ -53,13 +53,16 @@ class Bmv2Backend:
     name = "bmv2"
 
     def __init__(self, bmv2_log: bool = False, pcap: bool = False,
-                 within_budget: bool = True, one_process_per_host: bool = False) -> None:
+                 within_budget: bool = True, one_process_per_host: bool = False,
+                 ack_every: int | None = None) -> None:
         self.bmv2_log, self.pcap = bmv2_log, pcap  # BMv2 debug output (slow)
         #: False only to demonstrate what the budget prevents (tests): the run's
         #: fidelity verdict then says whether the emulation kept up
         self.within_budget = within_budget
         #: a host's receiver and sender in one process (bmv2.launch.HostProcesses)
         self.one_process_per_host = one_process_per_host
+        #: the senders' ACK request period in data packets (None: the hosts' default, 16)
+        self.ack_every = ack_every
 
     def check(self, spec: ExperimentSpec) -> None:
         check_spec(spec, self.within_budget)
@@ -124,7 +127,8 @@ class _Run:
                 self._open_session()
             self.hosts = HostProcesses(self.fabric, self.spec, self.topo, self.schedule,
                                        self.hosts_dir, self.sink.log,
-                                       one_process=self.backend.one_process_per_host)
+                                       one_process=self.backend.one_process_per_host,
+                                       ack_every=self.backend.ack_every)
             if self.chameleon is not None:
                 self.hosts.extra_args = self.chameleon.host_args
             self.t0_epoch, self.t0_mono = self.hosts.start()

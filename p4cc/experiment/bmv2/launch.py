@@ -40,6 +40,7 @@ from p4cc.experiment.bmv2.limits import (
 from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.rtt_samples import default_probe_quiet_s
+from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.topo.spec import TopoSpec
 
 #: the last lines of a process log quoted when it failed
@@ -79,8 +80,11 @@ def _tail(p: hp.HostProc) -> str:
 class HostProcesses:
     def __init__(self, fabric: Any, spec: ExperimentSpec, topo: TopoSpec,
                  schedule: pd.DataFrame, hosts_dir: Path, log: Callable[[str], None],
-                 one_process: bool = False) -> None:
+                 one_process: bool = False, ack_every: int | None = None) -> None:
         self.fabric, self.spec, self.topo, self.log = fabric, spec, topo, log
+        #: the senders' ``--ack-every`` (None: host send's default, an ACK request per 16
+        #: data packets; docs/emulation.md "ACK coalescing, before and after")
+        self.ack_every = ack_every
         #: one ``host run`` per host (receiver and sender in one loop) instead of a
         #: receiving and a sending process: less CPU, but slower replies on a contended
         #: CPU (docs/emulation.md, "One host process per host")
@@ -146,7 +150,8 @@ class HostProcesses:
         probe = probe_interval_s(cc, sources, link_pps, scale.base_rtt_s)
         self.probe_cap = probe_max_pps(sources, link_pps)
         self.log(f"bmv2: RTT probes every {probe * 1e3:.1f} ms per flow, at most "
-                 f"{self.probe_cap:.1f}/s per sender")
+                 f"{self.probe_cap:.1f}/s per sender; an ACK request every "
+                 f"{self.ack_every or SenderConfig().ack_every} data packets")
         srcs = list(dict.fromkeys(self.sized["src"].astype(str)))  # schedule order
         self.receivers = set(self.sized["dst"].astype(str))
         ready = []
@@ -195,7 +200,8 @@ class HostProcesses:
                 "--start-rt-prio", str(HOST_START_RT_PRIO),
                 "--start-rt-lead", f"{HOST_START_RT_LEAD_S:g}", "--deadline",
                 f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
-                *quiet_args(cc)]
+                *quiet_args(cc),
+                *([] if self.ack_every is None else ["--ack-every", str(self.ack_every)])]
 
     def _iperf3_port(self, flow_id: int) -> int:
         return IPERF_BASE_PORT + [int(x) for x in self.bulk_rows["flow_id"]].index(flow_id)
