@@ -69,3 +69,10 @@ def test_ack_every_out_of_range_is_a_clear_error(bad: int,
     assert main(["host", "send", "--dst", "127.0.0.1", "--size", "10",
                  "--ack-every", str(bad)]) == 2
     assert "ack_every" in capsys.readouterr().err
+
+
+def test_bench_testbed_refuses_ack_every_off_bmv2() -> None:
+    from p4cc.bench import testbed
+
+    with pytest.raises(ConfigError, match="--ack-every"):
+        list(testbed.run(["--backend", "sim", "--ack-every", "1"]))
