@@ -76,3 +76,12 @@ def test_bench_testbed_refuses_ack_every_off_bmv2() -> None:
 
     with pytest.raises(ConfigError, match="--ack-every"):
         list(testbed.run(["--backend", "sim", "--ack-every", "1"]))
+
+
+@pytest.mark.parametrize("bad", [0, MAX_ACK_EVERY + 1])
+def test_bmv2_backend_refuses_a_bad_ack_every_before_any_run(bad: int) -> None:
+    from p4cc.experiment.bmv2.backend import Bmv2Backend
+
+    with pytest.raises(ConfigError, match="ack_every"):
+        Bmv2Backend(ack_every=bad)
+    assert Bmv2Backend(ack_every=1).ack_every == 1
