@@ -1,4 +1,5 @@
-"""Static marking (SECN0/SECN1/SECN2/VENDOR) as an agent, and the registry of agents.
+"""Static marking (SECN0/SECN1/SECN2/VENDOR, or ``static:KMIN,KMAX,PMAX``) as an agent,
+and the registry of agents.
 
 A static agent sets the paper's setting (p4cc.controlplane.ecn.static_setting, scaled to
 the testbed by the BDP factor, REFERENCE §2 and §5) on every port once and then never
@@ -55,13 +56,40 @@ def _static(name: str) -> AgentFactory:
     return lambda scale: StaticAgent(name.lower(), static_setting(name, scale))
 
 
+def make_custom_static(scale: Scale, arg: str = "") -> StaticAgent:
+    """``static:KMIN,KMAX,PMAX``: one setting of your own on every port, thresholds in
+    bytes at paper scale (like PAPER_SETTINGS: scaled by the BDP factor, REFERENCE §2),
+    e.g. ``static:80000,160000,0.75``, the one setting the shipped ACC holds
+    (docs/results.md, session 19)."""
+    parts = [x.strip() for x in arg.split(",")] if arg else []
+    if len(parts) != 3:
+        raise ConfigError(f"agent 'static' needs static:KMIN,KMAX,PMAX (bytes at paper "
+                          f"scale, and Pmax in (0, 1]), got {arg!r}")
+    try:
+        kmin, kmax, pmax = float(parts[0]), float(parts[1]), float(parts[2])
+    except ValueError:
+        raise ConfigError(f"agent 'static:{arg}': KMIN, KMAX and PMAX must be numbers") \
+            from None
+    if not (kmin > 0 and kmax > 0):
+        raise ConfigError(f"agent 'static:{arg}': KMIN and KMAX must be > 0 bytes")
+    setting = EcnConfig(max(scale.pkt_bytes, round(scale.bytes(kmin))),
+                        max(scale.pkt_bytes, round(scale.bytes(kmax))), pmax)
+    try:
+        setting.validate(scale.buffer_bytes)
+    except ConfigError as exc:
+        raise ConfigError(f"agent 'static:{arg}' at scale {scale.name!r}: {exc}") from None
+    return StaticAgent(f"static:{arg}", setting)
+
+
 #: name -> factory(scale) or "module:function" for agents that load lazily (ACC, PET, ...)
 AGENTS: dict[str, AgentFactory | str] = {n.lower(): _static(n) for n in PAPER_SETTINGS}
 _STATIC = frozenset(AGENTS)
 AGENTS.update(acc="p4cc.controlplane.agents.learned:make_acc",  # ACC/PET (docs/learning.md)
               pet="p4cc.controlplane.agents.learned:make_pet",
               # one fabric-wide controller, per-switch proxies (docs/chameleon.md)
-              chameleon="p4cc.controlplane.agents.chameleon:make_chameleon")
+              chameleon="p4cc.controlplane.agents.chameleon:make_chameleon",
+              # a setting of your own: static:KMIN,KMAX,PMAX
+              static=make_custom_static)
 
 
 def register_agent(name: str, factory: AgentFactory | str) -> None:
