@@ -94,6 +94,12 @@ PAPER_SETTINGS: dict[str, tuple[int, int, float]] = {
 }
 
 
+def scaled_threshold(paper_bytes: float, scale: Scale) -> int:
+    """A paper threshold in bytes scaled by the BDP factor to ``scale``, never below one
+    packet."""
+    return max(scale.pkt_bytes, round(scale.bytes(paper_bytes)))
+
+
 def static_setting(name: str, scale: Scale) -> EcnConfig:
     """A paper setting scaled by the BDP factor to ``scale`` (never below one packet).
 
@@ -105,7 +111,7 @@ def static_setting(name: str, scale: Scale) -> EcnConfig:
         raise ConfigError(
             f"unknown static ECN setting {name!r}; choose one of {sorted(PAPER_SETTINGS)}"
         ) from None
-    lo = max(scale.pkt_bytes, round(scale.bytes(kmin)))
+    lo = scaled_threshold(kmin, scale)
     hi = max(lo, round(scale.bytes(kmax)))
     hi = min(hi, scale.buffer_bytes)
     lo = min(lo, hi)

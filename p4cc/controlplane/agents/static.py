@@ -12,7 +12,12 @@ import importlib
 from collections.abc import Callable, Mapping
 
 from p4cc.controlplane.agents.base import Agent
-from p4cc.controlplane.ecn import PAPER_SETTINGS, EcnConfig, static_setting
+from p4cc.controlplane.ecn import (
+    PAPER_SETTINGS,
+    EcnConfig,
+    scaled_threshold,
+    static_setting,
+)
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.scale import Scale
@@ -72,8 +77,7 @@ def make_custom_static(scale: Scale, arg: str = "") -> StaticAgent:
             from None
     if not (kmin > 0 and kmax > 0):
         raise ConfigError(f"agent 'static:{arg}': KMIN and KMAX must be > 0 bytes")
-    setting = EcnConfig(max(scale.pkt_bytes, round(scale.bytes(kmin))),
-                        max(scale.pkt_bytes, round(scale.bytes(kmax))), pmax)
+    setting = EcnConfig(scaled_threshold(kmin, scale), scaled_threshold(kmax, scale), pmax)
     try:
         setting.validate(scale.buffer_bytes)
     except ConfigError as exc:

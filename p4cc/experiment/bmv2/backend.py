@@ -21,7 +21,6 @@ from typing import Any
 
 import pandas as pd
 
-from p4cc.errors import ConfigError
 from p4cc.experiment import chameleon_bmv2
 from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.backend import Progress, RunSink
@@ -42,7 +41,7 @@ from p4cc.experiment.bmv2.records import RecordQueues
 from p4cc.experiment.chameleon import links as chameleon_links
 from p4cc.experiment.session import FabricSession, SessionConfig
 from p4cc.experiment.spec import ExperimentSpec
-from p4cc.hostcc.sender_config import MAX_ACK_EVERY
+from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.topo.spec import TopoSpec
 
 log = logging.getLogger(__name__)
@@ -64,8 +63,8 @@ class Bmv2Backend:
         #: a host's receiver and sender in one process (bmv2.launch.HostProcesses)
         self.one_process_per_host = one_process_per_host
         #: the senders' ACK request period in data packets (None: the hosts' default, 16)
-        if ack_every is not None and not 1 <= ack_every <= MAX_ACK_EVERY:
-            raise ConfigError(f"ack_every={ack_every} must be in 1..{MAX_ACK_EVERY}")
+        if ack_every is not None:
+            SenderConfig(ack_every=ack_every)  # its range check, before any run
         self.ack_every = ack_every
 
     def check(self, spec: ExperimentSpec) -> None:
