@@ -72,7 +72,7 @@ def simulate(flow: Flow, drop_data: Callable[[int, int], bool] = lambda i, psn: 
         if flow.has_data():
             cands.append(max(next_send, t))
         elif not flow.done and flow.start_t is not None:
-            cands.append(flow.last_progress_t + flow.rto())
+            cands.append(flow.timeout_at())
         t = max(min(cands), t + 1e-6)
     return (flow.end_t if flow.end_t is not None else t_end), core
 

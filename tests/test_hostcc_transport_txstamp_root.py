@@ -88,11 +88,34 @@ def test_ack_rtt_samples_exclude_the_host_queue(veth: None) -> None:
         rx.stop()
     [rec] = tx.records()
     assert rec["completed"] and rec["ack_rtt_samples"] >= 20, rec
-    srtt = rec["srtt_s"]
+    # 40 kB at 200 kb/s: HTB paced it (and queued ~3 packets, ~120 ms)
+    assert rec["fct_s"] > 1.5, rec
     rtts = sorted(ctl.rtts)
     median = rtts[len(rtts) // 2]
-    # socket-to-ACK includes ~3 queued packets at 40 ms each; the samples do not
-    assert srtt > 0.05 and median < 0.01, (srtt, rtts)
+    # the samples, and srtt (the RTO's), start at the packets' TX timestamps: they leave
+    # out the ~120 ms in the host queue
+    assert median < 0.01 and rec["srtt_s"] < 0.02, (rec["srtt_s"], rtts)
+    assert rec["timeouts"] == 0, rec
+
+
+def test_throttled_mouse_does_not_time_out_in_the_host_queue(veth: None) -> None:
+    """A 4-packet mouse paced at 100 kb/s by HTB: its last packet leaves ~0.3 s after
+    it went into the HTB class (HTB lets the first burst through at once), far beyond
+    the 20 ms RTO floor.  The RTO counts from
+    the TX timestamp, so no timeout fires and nothing is sent twice (counting from the
+    hand-off it timed out and resent the mouse)."""
+    rx = Receiver(ReceiverConfig(), netns=NS_B).start()
+    try:
+        tx = Sender([FlowSpec("10.78.0.2", 4_000)], lambda _s: FixedController(100e3),
+                    SenderConfig(dev=DEV_A, netns=NS_A, probe_interval_s=10.0,
+                                 rto_s=0.02, rto_max_s=1.0, max_token_debt_s=0.0)).start()
+        assert tx.wait(15.0)
+        tx.stop()
+    finally:
+        rx.stop()
+    [rec] = tx.records()
+    assert rec["completed"] and rec["fct_s"] > 0.1, rec  # > 5 RTO floors
+    assert rec["timeouts"] == 0 and rec["retx_bytes"] == 0, rec
 
 
 @pytest.mark.parametrize("quiet", [None, 0.0])

@@ -29,8 +29,21 @@ left the host (:meth:`Flow.departed`, from the kernel's software TX timestamp) a
 the network RTT, not the host queue delay (which grows as a flow slows down: a slow
 flow would see a larger RTT and slow down further; an estimate of the departure from
 the queued bytes and the rate was off by a frame-time, 80 ms at 100 kb/s, on BMv2).
-A timed packet whose departure is unknown gives srtt a sample but not the controller.
-srtt (for the RTO) keeps the time from the socket to the ACK.
+A timed packet whose departure is unknown gives srtt a sample (from the socket) but not
+the controller.
+
+The RTO clock starts when the last packet left the host, as a RoCE NIC arms its
+retransmission timer when it transmits (its rate limiter holds packets before that):
+at the later of the last ACK progress and the last packet's departure
+(:meth:`Flow.timeout_at`).  That packet is always timed, so its software TX timestamp
+says when it left; while it waits in the flow's HTB class no timeout fires.  Counting
+from the hand-off to HTB instead (before 2026-11-28) fired spuriously on every mouse
+DCQCN had throttled: its last 3-4 packets took longer than the 80 ms RTO floor to
+leave the host (docs/emulation.md, "what the slowest mice share").  If the timestamp
+never comes (the qdisc dropped the packet, the socket refused timestamps) the hand-off
+time stands in after ``rto_max_s``.  srtt, from which the RTO is made, is measured the
+same way: from the departure to the ACK where the departure is known (RFC 6298 times a
+segment from its transmission), from the socket where it is not.
 """
 
 from __future__ import annotations
@@ -97,6 +110,9 @@ class Flow:
         self._ackreq_next = False
         # psn -> (time on the socket, departure from the host or None) of timed packets
         self._timed: dict[int, tuple[float, float | None]] = {}
+        self.last_departed_t = -math.inf  # the latest TX timestamp of this flow's packets
+        # (psn, hand-off time) of the latest timed packet still waiting in the host queue
+        self._waiting: tuple[int, float] | None = None
         self.ack_interval_s = ack_interval_s if ack_interval_s and ack_interval_s > 0 else None
         self._last_ackreq_t = -math.inf
         self._ackreq_seq = -1  # the PSN next_datagram last built with AckReq set
@@ -152,18 +168,23 @@ class Flow:
             self._ackreq_seq == seq or (seq + 1) % self.ack_every == 0
             or seq == self.npkts - 1)
 
-    def sent(self, t: float, datagram_len: int, departs_now: bool = True) -> None:
+    def sent(self, t: float, datagram_len: int, departs_now: bool = True,
+             stamped: bool | None = None) -> None:
         """``datagram_len`` bytes of ``snd_nxt`` went on the socket at ``t``; with
-        ``departs_now`` False it waits in a host queue (HTB) and :meth:`departed` tells
-        when it left."""
+        ``departs_now`` False it waits in a host queue (HTB) and, if it is ``stamped``
+        (default: whenever it is timed), :meth:`departed` tells when it left."""
         if self.start_t is None:
             self.start_t = t
             self.last_progress_t = t
         plen = datagram_len - wire.DATA_HDR_LEN - wire.ICRC_LEN
         self._ackreq_next = False
+        if departs_now:
+            self.last_departed_t = t
         if self.times_next():
             self._last_ackreq_t = t
             self._timed[self.snd_nxt] = (t, t if departs_now else None)
+            if not departs_now and (stamped is None or stamped):
+                self._waiting = (self.snd_nxt, t)
         elif self.snd_nxt < self.max_sent:
             self.retx_bytes += plen
         self._ackreq_seq = -1
@@ -176,6 +197,9 @@ class Flow:
 
     def departed(self, psn: int, t: float) -> None:
         """Timed packet ``psn`` (unwrapped) left the host at ``t`` (TX timestamp)."""
+        self.last_departed_t = max(self.last_departed_t, t)
+        if self._waiting is not None and psn >= self._waiting[0]:
+            self._waiting = None
         timed = self._timed.get(psn)
         if timed is not None:
             self._timed[psn] = (timed[0], max(t, timed[0]))
@@ -189,11 +213,22 @@ class Flow:
         """Fold one RTT sample into srtt (RFC 6298 §2: gain 1/8)."""
         self.srtt_s = rtt_s if self.srtt_s is None else 0.875 * self.srtt_s + 0.125 * rtt_s
 
+    def timeout_at(self) -> float:
+        """When the RTO fires if nothing comes: one RTO after the later of the last ACK
+        progress and the last departure from the host.  While the latest timed packet
+        still waits in the host queue, not before it leaves, or (its TX timestamp lost)
+        ``rto_max_s`` after its hand-off."""
+        start = max(self.last_progress_t, self.last_departed_t)
+        if self._waiting is not None:
+            start = max(start, self._waiting[1] + self.rto_max_s)
+        return start + self.rto()
+
     def check_timeout(self, t: float) -> bool:
-        """Rewind to ``snd_una`` when all is sent and nothing was acked for one RTO."""
+        """Rewind to ``snd_una`` when all is sent and nothing was acked for one RTO
+        after the last packet left the host (:meth:`timeout_at`)."""
         if self.done or self.start_t is None or self.snd_nxt < self.npkts:
             return False
-        if t - self.last_progress_t < self.rto():
+        if t < self.timeout_at():
             return False
         self.timeouts += 1
         self.backoff += 1
@@ -258,7 +293,7 @@ class Flow:
             for psn in [p for p in self._timed if p < epsn]:
                 del self._timed[psn]  # acked by a later ACK: no clean sample
             if timed is not None and not ack.nak:
-                self.rtt_sample(t - timed[0])
+                self.rtt_sample(t - (timed[0] if timed[1] is None else timed[1]))
                 if timed[1] is not None:
                     self.ack_rtt_samples += 1
                     self._ctl_rtt(t, max(t - timed[1], 0.0), ack.max_qdepth)

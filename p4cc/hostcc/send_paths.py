@@ -72,7 +72,7 @@ class SendPaths:
             return 0
         if stamp:
             self._stamps.sent(flow.id, flow.snd_nxt)
-        flow.sent(t, len(buf), departs_now=False)
+        flow.sent(t, len(buf), departs_now=False, stamped=stamp)
         return len(buf)
 
     def _send_user(self, flow: Flow, sock: socket.socket, st: dict[str, float], rate: float,

@@ -319,7 +319,7 @@ class Sender(SendPaths):
             st["rate"] = rate
         flow.check_timeout(t)
         if not flow.has_data():
-            return min(wake, flow.last_progress_t + flow.rto())
+            return min(wake, flow.timeout_at())
         if self._pacer is None:
             return min(wake, self._send_user(flow, sock, st, rate, t))
         if rate < self._pacer.floor_bps:  # HTB holds the floor; the rate is kept here
