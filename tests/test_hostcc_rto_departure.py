@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import pytest
 
+from p4cc.cli import build_parser
 from p4cc.hostcc import wire
 from p4cc.hostcc.cc import FixedController
+from p4cc.hostcc.cli_config import default_rto_s, sender_config
 from p4cc.hostcc.flow import Flow, FlowSpec
+from p4cc.scale import get_scale
 
 PAYLOAD = 1000 - wire.data_overhead()
 RTO, RTO_MAX = 0.08, 0.5
@@ -97,3 +100,16 @@ def test_the_timer_restarts_from_progress_after_the_departure() -> None:
     f.departed(3, 0.1)
     f.on_datagram(wire.encode_ack(1, 2), 0.15, 0)  # an ACK that advances after it left
     assert f.timeout_at() == pytest.approx(0.15 + RTO)
+
+
+@pytest.mark.parametrize(("scale", "floor_s"), [("testbed", 0.082), ("testbed-5m", 0.164)])
+def test_the_default_rto_floor_outlasts_a_full_buffer(scale: str, floor_s: float) -> None:
+    """100 kB drain in 80 ms at 10 Mb/s and 160 ms at 5 Mb/s, plus one base RTT: above
+    20 base RTTs (40 and 80 ms), which a mouse behind a full queue outwaited."""
+    sc = get_scale(scale)
+    assert default_rto_s(sc) == pytest.approx(floor_s)
+    parse = build_parser().parse_args
+    args = parse(["host", "send", "--dst", "10.0.0.2", "--size", "1000", "--scale", scale])
+    assert sender_config(args, sc).rto_s == pytest.approx(floor_s)
+    args = parse(["host", "send", "--dst", "10.0.0.2", "--size", "1000", "--rto", "0.03"])
+    assert sender_config(args, sc).rto_s == pytest.approx(0.03)  # --rto wins

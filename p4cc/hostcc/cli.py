@@ -197,7 +197,8 @@ def _send_options(p: argparse.ArgumentParser) -> None:
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")
     p.add_argument("--rto", type=float, default=0.0,
-                   help="RTO floor s (default max(20 x the scale's RTT, 20 ms))")
+                   help="RTO floor s (default max(20 x the scale's RTT, a full buffer's "
+                        "drain time + 1 RTT, 20 ms))")
     p.add_argument("--rto-max", type=float, default=0.0,
                    help=f"RTO cap s (default {RTO_MAX_S:g}); RTO = min(max(2 srtt, floor) "
                         "x 2^timeouts-in-a-row, cap)")

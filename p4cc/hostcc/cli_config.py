@@ -22,6 +22,20 @@ _DEFAULT_LEAD_S = SenderConfig().start_rt_lead_s
 RTO_MAX_S = 0.5
 
 
+def default_rto_s(scale: Scale) -> float:
+    """The RTO floor of ``host send``/``host run`` without ``--rto``: max(20 base RTTs,
+    the drain time of a full port buffer + one base RTT, 20 ms).
+
+    A packet that joins a full bottleneck queue is acknowledged only after the queue
+    drains (160 ms at ``testbed-5m``: 100 kB at 5 Mb/s); a floor below that fired on
+    mice queued behind an incast and resent them although nothing was lost (session 20,
+    docs/emulation.md).  RoCE NICs likewise set their ACK timeout far above the fabric's
+    queueing delay (InfiniBand: 4.096 µs x 2^timeout; timeout 14 gives 67 ms against µs RTTs).
+    """
+    drain_s = scale.buffer_bytes * 8.0 / scale.link_rate_bps
+    return max(20 * scale.base_rtt_s, drain_s + scale.base_rtt_s, 0.02)
+
+
 def flow_specs(args: argparse.Namespace) -> list[FlowSpec]:
     """The flows of ``--schedule FILE`` or of ``--dst``/``--size``/``--flows``."""
     if args.schedule:
@@ -76,7 +90,7 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         probe_interval_s=args.probe_interval or 4 * scale.base_rtt_s,
                         probe_quiet_s=_probe_quiet(args),
                         probe_max_pps=float(getattr(args, "probe_max_pps", 0.0) or 0.0),
-                        rto_s=args.rto or max(20 * scale.base_rtt_s, 0.02),
+                        rto_s=args.rto or default_rto_s(scale),
                         rto_max_s=max(args.rto_max or RTO_MAX_S, args.rto or 0.0),
                         link_rate_bps=args.nic_rate or None, rtt_window=args.rtt_window,
                         ack_interval_s=args.ack_interval, completions=args.completions,
