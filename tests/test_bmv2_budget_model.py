@@ -23,7 +23,7 @@ from p4cc.experiment.bmv2.budget_demand import _Flow, fluid
 from p4cc.experiment.bmv2.limits import run_probe_s
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, load_spec, parse_spec
-from p4cc.paths import DATA_DIR
+from p4cc.paths import DATA_DIR, REPO_ROOT
 
 #: the calibration the recorded runs were made under (host fields: the measured defaults)
 S7 = budget.Calibration(142.5, 12244.0, 77.8, 2, "s7", 1795530200.56, 1.16, 0.062)
@@ -230,3 +230,60 @@ def test_every_seed_of_a_spec_is_checked(monkeypatch: pytest.MonkeyPatch) -> Non
     check_budget(parse_spec({**doc, "seeds": [1, 2]}))
     with pytest.raises(ConfigError, match=r"^seed 6: the spec needs ~0\.7"):
         check_budget(parse_spec({**doc, "seeds": [1, 6]}))
+
+
+def test_fluid_reports_the_flows_sharing_each_receivers_link() -> None:
+    cap = {"a": 1000.0, "b": 1000.0, "c": 1000.0}
+    two = [_Flow(0.0, 1000.0, "a", "c"), _Flow(0.0, 1000.0, "b", "c"),
+           _Flow(0.0, 500.0, "c", "a")]
+    assert fluid(two, cap, 10.0) == pytest.approx({"c": 2.0, "a": 1.0})
+    chain = [_Flow(0.0, 100.0, "a", "b")] + [_Flow(0.0, 100.0, "a", "b", after=i)
+                                              for i in range(9)]
+    assert fluid(chain, cap, 10.0) == pytest.approx({"b": 1.0})  # one at a time
+
+
+#: the reference machine's calibration the acc_incast runs of session 19 were admitted
+#: under (session 16, logging-macros build 1.15.5)
+S16 = budget.Calibration(
+    switch_us_per_pkt=97.5, switch_sat_pps=19023.0, host_us_per_pkt=69.6, cores=2,
+    build="s16", measured_unix=1795841743.0, loadavg=0.79, switch_idle_cpu=0.052,
+    host_send_idle_cpu=0.0087, host_recv_idle_cpu=0.0043, host_recv_us_per_pkt=39.5,
+    host_send_us_per_pkt={"dcqcn": 87.5, "rlcc:adpg-trees": 100.8},
+    host_send_flow_cpu={"dcqcn": 0.0088, "rlcc:adpg-trees": 0.0646},
+    host_rate_change_us=690.1)
+
+
+def test_acc_incast_is_refused_for_the_flows_sharing_the_receiver() -> None:
+    """20-29 DCQCN flows share h9's link in examples/acc_incast.yaml; all 12 BMv2 runs of
+    it collapsed into go-back-N (docs/emulation.md, session 20), though its CPU fitted."""
+    spec = load_spec(REPO_ROOT / "examples" / "acc_incast.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, 1, topo)
+    d = budget.demand(topo, sched, float(spec.duration_s), float(spec.interval_s),
+                      spec.host_cc, run_probe_s(spec.host_cc, topo, sched))
+    assert budget.cpu(d, S16) < budget.UTIL_CAP * S16.cores  # the CPU alone admits it
+    assert 20 < d.sharing["h9"]
+    with pytest.raises(ConfigError) as info:
+        _check(spec, S16)
+    msg = str(info.value)
+    assert "share h9's link" in msg and "go-back-N" in msg
+    assert "flows per sender" in msg and "--backend sim" in msg
+
+
+@pytest.mark.parametrize("name", ["acc_e2e", "testbed_60"])
+def test_faithful_dcqcn_examples_share_few_flows(name: str) -> None:
+    spec = load_spec(REPO_ROOT / "examples" / f"{name}.yaml")
+    topo = spec.topo()
+    for seed in (1, 2, 3):
+        sched, _ = build_schedule(spec, seed, topo)
+        d = budget.demand(topo, sched, float(spec.duration_s), float(spec.interval_s))
+        assert max(d.sharing.values()) < budget.MAX_SHARING_FLOWS / 2, (name, seed)
+
+
+def test_sharing_is_checked_for_dcqcn_hosts_only() -> None:
+    topo = load_spec(DATA_DIR / "testbed.yaml").topo()
+    crowded = budget.Demand({}, {}, 1.0, cc="dcqcn:nvidia", sharing={"h4": 30.0})
+    with pytest.raises(ConfigError, match="30 flows would share h4"):
+        budget._check_sharing(crowded, topo)
+    budget._check_sharing(budget.Demand({}, {}, 1.0, cc="rlcc", sharing={"h4": 30.0}), topo)
+    budget._check_sharing(budget.Demand({}, {}, 1.0, cc="dcqcn", sharing={"h4": 9.0}), topo)

@@ -22,10 +22,11 @@ asks: data packets per host and per switch on each flow's path, reverse-path pac
 constants that only recorded runs show (switch cost under contention, the runner, the
 CNP share) are derived from 69 recorded runs and say so.  ``check`` refuses a spec whose
 CPU demand exceeds ``UTIL_CAP`` of the machine's cores, or whose busiest switch needs
-more than ``UTIL_CAP`` of its ceiling -- with a message naming the largest part and
-what to change.  Without a calibration, ``UNCALIBRATED`` (numbers measured on the
-2-core reference machine's logging-macros build, docs/emulation.md) stands in and the
-message says so.
+more than ``UTIL_CAP`` of its ceiling, or in which more than ``MAX_SHARING_FLOWS``
+DCQCN flows share one receiver's link (a go-back-N collapse whatever the CPU) -- with a
+message naming the largest part and what to change.  Without a calibration,
+``UNCALIBRATED`` (numbers measured on the 2-core reference machine's logging-macros
+build, docs/emulation.md) stands in and the message says so.
 """
 
 from __future__ import annotations
@@ -62,6 +63,16 @@ UTIL_CAP = 0.7
 #: path's small packets, the telemetry reads).  docs/emulation.md "Machine budget".
 SWITCH_IDLE_FACTOR = 0.74
 SWITCH_PKT_FACTOR = 1.27
+#: Flows sharing one receiver's link, on average while it receives (the fluid estimate,
+#: Demand.sharing), above which a run of DCQCN hosts collapses on BMv2 whatever the CPU: at
+#: testbed scale a link's BDP is 2.5 packets (25 at the papers' scale), so each of n flows sends
+#: 2.5/n packets per RTT and DCQCN's per-flow marking feedback is too sparse to bring its
+#: rate down to its share; without PFC the port tail-drops and go-back-N resends most
+#: bytes.  Measured (docs/emulation.md, "Session 20: why acc_incast collapses"):
+#: `examples/acc_incast.yaml` 20-29 flows (0 of 12 runs faithful, 93-95 % of the bytes
+#: resent), every faithful spec <= 3.5 (default experiment 1.8-2.0, acc_e2e 2.0-3.3,
+#: testbed_60 2.1-3.5).  10 lies between them.
+MAX_SHARING_FLOWS = 10.0
 #: The runner (control loops, agents, records) per telemetry poll and per host process
 #: per second (it samples each host process's CPU and records): fit of the runner's CPU
 #: in the same 69 runs (0.73-1.28 of what they used).  The old 4 ms per poll was
@@ -287,7 +298,30 @@ def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s:
             f"the spec needs ~{need:.2f} CPU-s/s on the bmv2 backend ({split}); this "
             f"machine's budget is {UTIL_CAP:.0%} of {cal.cores} cores = {budget:.2f} "
             f"({source}).  {_advice(d, parts, cal)}")
+    _check_sharing(d, topo)
     return d
+
+
+def _check_sharing(d: Demand, topo: TopoSpec) -> None:
+    """ConfigError if too many DCQCN flows share one receiver's link
+    (MAX_SHARING_FLOWS; measured with DCQCN hosts only, so other host CCs pass)."""
+    if not d.sharing or d.cc.partition(":")[0] != "dcqcn":
+        return
+    dst = max(d.sharing, key=lambda k: d.sharing[k])
+    n = d.sharing[dst]
+    if n <= MAX_SHARING_FLOWS:
+        return
+    scale = topo.scale
+    bdp = scale.pps(topo.link_at(dst, 0).rate_bps) * scale.base_rtt_s
+    raise ConfigError(
+        f"~{n:.0f} flows would share {dst}'s link at a time (on average while it receives; "
+        f"the bmv2 backend stays faithful up to {MAX_SHARING_FLOWS:g}): at scale "
+        f"{scale.name!r} a link's BDP is {bdp:.1f} packets, so each flow sends "
+        f"{bdp / n:.2f} packets per RTT and DCQCN's marking feedback is too sparse to "
+        f"slow it to its share; BMv2 has no PFC, so the port tail-drops and go-back-N "
+        f"resends most of the bytes (examples/acc_incast.yaml: 20-29 flows, 93-95 % of "
+        f"the bytes resent).  Use fewer senders or flows per sender, a lower load, or "
+        f"--backend sim")
 
 
 def describe(cal: Calibration) -> dict[str, Any]:
@@ -325,7 +359,7 @@ def comparison(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interv
     parts = terms(d, cal)
     predicted = sum(parts.values())
     return {"predicted_cpu_s_per_s": predicted, "budget_cpu_s_per_s": UTIL_CAP * cal.cores,
-            "predicted_terms": parts,
+            "predicted_terms": parts, "receiver_sharing_flows": d.sharing,
             "used": used,
             "used_over_predicted": used["cpu_s_per_s"] / predicted if predicted > 0 else None,
             "calibration": describe(cal)}

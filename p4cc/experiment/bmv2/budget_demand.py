@@ -52,6 +52,9 @@ class Demand:
     #: packets carrying INT each switch forwards (watched flows' data and probes)
     int_pps: dict[str, float] = field(default_factory=dict)
     report_pps: float = 0.0  # of those, reported by their sink (clone + PacketIn)
+    #: flows sharing each receiver's link, on average while it receives (fluid estimate;
+    #: time-weighted: a flow counts for as long as it is active)
+    sharing: dict[str, float] = field(default_factory=dict)
 
     def cpu(self, cal: Any) -> float:
         """CPU-seconds per second of run time under ``cal`` (a budget.Calibration)."""
@@ -93,8 +96,9 @@ class _Flow:
     shared: float = 0.0  # out: of those, sent while sharing the destination's link
 
 
-def fluid(flows: list[_Flow], cap: dict[str, float], duration_s: float) -> None:
-    """Fill in each flow's active seconds and packets before ``duration_s``: a fluid
+def fluid(flows: list[_Flow], cap: dict[str, float], duration_s: float) -> dict[str, float]:
+    """Fill in each flow's active seconds and packets before ``duration_s``; return,
+    per destination, the flows sharing its link on average while it receives.  A fluid
     model where each active flow gets min(its source's, its destination's link
     packets/s divided by the flows sharing it); a flow with ``after`` starts when that
     flow completes (closed-loop storage), one released after its ``stop_s`` is skipped.
@@ -113,6 +117,8 @@ def fluid(flows: list[_Flow], cap: dict[str, float], duration_s: float) -> None:
     n_src: dict[str, int] = {}
     n_dst: dict[str, int] = {}
     active: list[int] = []
+    busy_s: dict[str, float] = {}  # per destination: seconds with >= 1 flow toward it
+    flow_s: dict[str, float] = {}  # ... and flow-seconds
     t = 0.0
 
     def release(i: int, now: float) -> None:
@@ -139,6 +145,10 @@ def fluid(flows: list[_Flow], cap: dict[str, float], duration_s: float) -> None:
                  duration_s - t)
         still = []
         sharing = [n_dst[flows[i].dst] > 1 for i in active]  # before any completes
+        for dst, n in n_dst.items():
+            if n > 0:
+                busy_s[dst] = busy_s.get(dst, 0.0) + dt
+                flow_s[dst] = flow_s.get(dst, 0.0) + n * dt
         for i, r, shares in zip(active, rate, sharing, strict=True):
             f = flows[i]
             left[i] -= r * dt
@@ -154,6 +164,7 @@ def fluid(flows: list[_Flow], cap: dict[str, float], duration_s: float) -> None:
                 release(i, t + dt)
         t += dt
         active = still
+    return {d: flow_s[d] / b for d, b in busy_s.items() if b > 0}
 
 
 def _flows(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float) -> list[_Flow]:
@@ -197,7 +208,7 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
     dur = max(duration_s, 1e-9)
     flows = _flows(topo, schedule, duration_s)
     nic = {h.name: scale.pps(topo.link_at(h.name, 0).rate_bps) for h in topo.hosts}
-    fluid(flows, nic, duration_s)  # no host sends or receives more than its link carries
+    sharing = fluid(flows, nic, duration_s)  # no host sends or receives beyond its link
     flows_all = flows  # in schedule order (which rows are sized flows)
     flows = [f for f in flows if f.active_s > 0]
     rlcc = host_cc.partition(":")[0] == "rlcc"
@@ -236,4 +247,4 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
                   recv_procs=len({f.dst for f in flows}), data_pps=data,
                   active_flows=sum(f.active_s for f in flows) / dur, cnp_pps=cnp,
                   reverse_pps=rev, switches=tuple(s.name for s in topo.switches),
-                  int_pps=int_sw, report_pps=reports)
+                  int_pps=int_sw, report_pps=reports, sharing=sharing)
