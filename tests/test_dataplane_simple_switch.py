@@ -20,6 +20,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from p4cc.constants import ROCE_PORT
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.packets.int import (
     DSCP_INT_SUMMARY,
@@ -32,6 +33,7 @@ from p4cc.packets.int import (
     parse_int,
 )
 from p4cc.topo.bmv2 import free_port
+from p4cc.topo.ecmp import five_tuple_hash, flow_sport
 from p4cc.topo.veth import veth_pairs
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
@@ -189,6 +191,19 @@ def test_ecmp_spreads_flows(socks: dict[int, socket.socket]) -> None:
         socks[1].send(bytes(_frame(sport=1000 + i, seq=i, dst="10.0.9.1")))
     a, b = _recv(socks[2], 40, 3), _recv(socks[3], 40, 1)
     assert len(a) + len(b) == 40 and a and b
+
+
+def test_ecmp_member_is_the_crc16_of_the_5tuple(socks: dict[int, socket.socket]) -> None:
+    """p4cc.topo.ecmp predicts the member of every flow (the simulator routes with it):
+    index 0 is port 2, index 1 port 3 (the group above)."""
+    want: dict[int, int] = {}
+    for i in range(40):
+        sport = flow_sport(i)
+        socks[1].send(bytes(_frame(sport=sport, dport=ROCE_PORT, seq=i, dst="10.0.9.1")))
+        want[i] = 2 + five_tuple_hash("10.0.1.1", "10.0.9.1", sport, ROCE_PORT) % 2
+    got = {Ether(f)[IP].id: port for port in (2, 3) for f in _recv(socks[port], 40, 2)}
+    assert got == want
+    assert set(want.values()) == {2, 3}
 
 
 def test_ecn_step_marking_and_registers(sw: Switch, socks: dict[int, socket.socket]) -> None:

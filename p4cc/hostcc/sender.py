@@ -18,6 +18,7 @@ controller gets from their ACKs excludes the wait in the flow's HTB class.
 
 from __future__ import annotations
 
+import errno
 import logging
 import select
 import socket
@@ -38,6 +39,7 @@ from p4cc.hostcc.sched import StartBoost
 from p4cc.hostcc.send_paths import SendPaths
 from p4cc.hostcc.sender_config import SenderConfig
 from p4cc.hostcc.trace import FCT_FIELDS, TRACE_FIELDS, RecordWriter
+from p4cc.topo.ecmp import flow_sport
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,8 @@ class Sender(SendPaths):
         self.t0_epoch = 0.0
         self.cpu_s = 0.0
         self.icmp_errors = 0
+        #: scheduled flows whose ECMP source port was taken (sent from any port instead)
+        self.sport_fallbacks = 0
         self.error: BaseException | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -373,7 +377,7 @@ class Sender(SendPaths):
                 s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECN_ECT0)
             if self.cfg.dev:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.cfg.sndbuf_bytes)
-            s.bind(("0.0.0.0", self.cfg.sport_base + i if self.cfg.sport_base else 0))
+            self._bind(s, i, spec)
             s.connect((spec.dst, spec.port))
         except OSError as exc:
             s.close()
@@ -383,6 +387,28 @@ class Sender(SendPaths):
         if self.cfg.dev:  # HTB holds the packets: time timed ones when they leave
             self._stamps.enable(i, s)
         return s
+
+    def _bind(self, s: socket.socket, i: int, spec: FlowSpec) -> None:
+        """Bind flow ``i``'s source port: ``sport_base + i`` if set; else, for a scheduled
+        flow, the port its schedule id names (p4cc.topo.ecmp.flow_sport), so the switches'
+        ECMP hash puts it on the same path in every run and in the simulator; else any.
+        A scheduled flow whose port is taken falls back to any port (logged; its
+        ``fct.csv`` row records the port it used)."""
+        if self.cfg.sport_base:
+            s.bind(("0.0.0.0", self.cfg.sport_base + i))
+            return
+        if spec.ref >= 0:
+            port = flow_sport(spec.ref)
+            try:
+                s.bind(("0.0.0.0", port))
+                return
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                self.sport_fallbacks += 1
+                log.warning("flow %d: source port %d is taken; any port instead, so its "
+                            "ECMP path is not the simulator's", spec.ref, port)
+        s.bind(("0.0.0.0", 0))
 
     def _trace_row(self, flow: Flow, t: float, rate: float) -> dict[str, Any]:
         row: dict[str, Any] = {

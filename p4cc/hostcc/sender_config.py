@@ -22,7 +22,9 @@ class SenderConfig:
                   "(runners: Scale.pkt_bytes - 14, api.datagram_bytes)"})
     dev: str | None = field(default=None, metadata={"help": "pace with HTB on this device"})
     netns: str | None = field(default=None, metadata={"help": "named netns to run in"})
-    sport_base: int = field(default=0, metadata={"help": "flow i uses sport_base+i (0: any)"})
+    sport_base: int = field(
+        default=0, metadata={"help": "flow i uses sport_base+i (0: a scheduled flow uses "
+                             "p4cc.topo.ecmp.flow_sport(its id), others any port)"})
     sndbuf_bytes: int = field(default=65536, metadata={"help": "SO_SNDBUF with HTB pacing"})
     host_queue_bytes: int = field(
         default=8192,

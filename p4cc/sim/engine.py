@@ -138,7 +138,7 @@ class Engine(SlotPool):
     def _route(self, s: int, row: int) -> None:
         fl, fab = self.flows, self.fabric
         p = fab.path(fl.src[row], fl.dst[row], int(fl.flow_id[row]))
-        rp = fab.path(fl.dst[row], fl.src[row], int(fl.flow_id[row])) or []
+        rp = fab.path(fl.dst[row], fl.src[row], int(fl.flow_id[row]), reply=True) or []
         self.path[s] = self.rpath[s] = self.L
         if len(rp) > self.H:
             self._widen(min(len(rp), self.config.max_hops))

@@ -7,9 +7,10 @@ host link rate (as the userspace hosts pace with HTB).
 
 Routing: equal-cost shortest paths over the links that are up, the same next-hop sets
 p4cc.controlplane.routes installs (ECMP groups of every port on a shortest path).  A
-flow takes member ``hash(flow_id) mod group size`` at each switch -- the data plane
-hashes the 5-tuple, whose only varying field per flow is the flow's port/QP, so both
-spread flows uniformly; the hash function itself differs (documented).
+flow takes member ``hash mod group size`` at each switch, with the data plane's hash of
+the 5-tuple its packets carry on BMv2 (p4cc.topo.ecmp: the hosts send flow ``i`` from
+source port ``flow_sport(i)``), so a flow takes the same path on both backends; its
+replies hash their own, reversed 5-tuple.
 """
 
 from __future__ import annotations
@@ -21,19 +22,12 @@ import numpy as np
 
 from p4cc.controlplane.ecn import PMAX_ONE, EcnConfig
 from p4cc.errors import ConfigError
+from p4cc.topo.ecmp import flow_hash
 from p4cc.topo.spec import TopoSpec
 
 PortKey = tuple[str, int]
 #: Threshold of a queue with marking off (never reached).
 OFF = 1e30
-
-
-def flow_hash(flow_id: int) -> int:
-    """A 64-bit mix of the flow id (splitmix64 finaliser), stable across runs."""
-    z = (int(flow_id) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return z ^ (z >> 31)
 
 
 def shortest_next_hops(spec: TopoSpec, down: Iterable[frozenset[str]] = ()
@@ -106,6 +100,7 @@ class Fabric:
             self._peer[(link.a, link.a_port)] = link.b
             self._peer[(link.b, link.b_port)] = link.a
         self._host_switch = {h.name: h.switch for h in spec.hosts}
+        self._ip = {h.name: h.ip for h in spec.hosts}
         self._host_delay = {h.name: spec.link_at(h.name, 0).delay_s for h in spec.hosts}
         self._has_delay = any(lk.delay_s for lk in spec.links)
         self.down: set[frozenset[str]] = set()
@@ -183,18 +178,18 @@ class Fabric:
                                          for port in group) for dst, group in t.items()}
                          for sw, t in table.items()}
         self._cache: dict[tuple[str, str, int], tuple[int, ...] | None] = {}
-        self._max_group = max((len(g) for t in table.values() for g in t.values()), default=1)
 
-    def path(self, src: str, dst: str, flow_id: int) -> list[int] | None:
-        """Queue indices from src to dst for this flow, or None if dst is unreachable."""
-        h = flow_hash(flow_id)
-        key = (src, dst, h % 720720)  # lcm(1..16): exact for ECMP groups of <= 16 members
+    def path(self, src: str, dst: str, flow_id: int, reply: bool = False) -> list[int] | None:
+        """Queue indices from src to dst for flow ``flow_id``'s data (or, with ``reply``,
+        for its receiver's replies: src is then the flow's receiver), or None if dst is
+        unreachable."""
+        h = flow_hash(self._ip[src], self._ip[dst], flow_id, reply)
+        key = (src, dst, h)  # < 2**16: the cache holds every path
         if key in self._cache:
             hit = self._cache[key]
             return None if hit is None else list(hit)
         p = self._walk(src, dst, h)
-        if self._max_group <= 16:
-            self._cache[key] = None if p is None else tuple(p)
+        self._cache[key] = None if p is None else tuple(p)
         return p
 
     def _walk(self, src: str, dst: str, h: int) -> list[int] | None:
