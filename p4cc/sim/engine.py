@@ -292,6 +292,8 @@ class Engine(SlotPool):
             depth = np.bincount(self.path.ravel(), self.b.ravel(), self.L + 1)
             self.pfc.decide(self.b, self.path, self.src_i, depth, fab.buffer_bytes)
             ok, serve = self.pfc.may_send(ok, self.src_i), self.pfc.serve(serve)
+        if self._fifo is not None:  # less what each queue owes for tails released early
+            serve = self._fifo.charge(serve)
         # (and the NP's CNP draw on the marked bytes delivered)
         dropped, n_done, _ = fabric_step(
             rate, f8, self.remaining, self.sent, ok, self.stop, t0, self.thr, self.b,
