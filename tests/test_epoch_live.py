@@ -47,6 +47,7 @@ from p4cc.controlplane.telemetry import BITMAP_BITS, TelemetryPoller, linear_cou
 from p4cc.packets.int import INT_REPORT_SESSION, decode_report
 from p4cc.paths import P4SRC_DIR
 from p4cc.scale import Scale
+from p4cc.topo.ecmp import crc16_arc
 
 pytestmark = [pytest.mark.bmv2, pytest.mark.root]
 
@@ -72,17 +73,6 @@ SCHEDULE: tuple[tuple[tuple[int, int, int], ...], ...] = (
     ((1, 4001, 4), (8, 18118, 14), (9, 9119, 3), (3, 33033, 3)),
     ((8, 18118, 2),),
 )
-
-
-def crc16_arc(data: bytes) -> int:
-    """BMv2's crc16 (bm_sim/calculations.cpp: poly 0x8005 reflected, init 0, no final
-    xor; CRC-16/ARC)."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 def src_ip(n: int) -> str:

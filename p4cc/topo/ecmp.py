@@ -11,7 +11,8 @@ Every switch hashes the same 5-tuple, so a flow's path is fixed by it.  p4cc's h
 send from a source port that depends only on the flow's id (``flow_sport``), which makes a
 flow's path the same in every run of a schedule on BMv2, and lets the simulator put it on
 the same path (``p4cc.sim.fabric``).  Checked against a live BMv2 switch in
-``tests/test_ecmp_live.py``.
+``tests/test_dataplane_simple_switch.py::test_ecmp_member_is_the_crc16_of_the_5tuple``;
+``tests/test_epoch_live.py`` uses ``crc16_arc`` for the incast bitmap's bits too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ UDP_PROTO = 17
 #: port is free unless a flow 20,000 ids away is open on the same host at the same time.
 SPORT_BASE = 10000
 SPORT_SPAN = 20000
-
 
 
 def _crc_table() -> tuple[int, ...]:
