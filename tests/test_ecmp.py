@@ -44,6 +44,8 @@ def test_five_tuple_bytes_in_field_order() -> None:
     assert flow_hash("10.0.2.2", "10.0.1.1", 7, reply=True) == crc16_arc(back)
     with pytest.raises(ValueError, match="IPv4"):
         five_tuple_hash("10.0.1", "10.0.2.2", 1)
+    with pytest.raises(ValueError, match=r"not an IPv4 address: '10\.0\.2\.256'"):
+        five_tuple_hash("10.0.1.1", "10.0.2.256", 1)
 
 
 def test_flow_sport() -> None:
@@ -52,7 +54,7 @@ def test_flow_sport() -> None:
     ports = {flow_sport(i) for i in range(3 * SPORT_SPAN)}
     assert len(ports) == SPORT_SPAN
     assert ROCE_PORT not in ports and max(ports) < 32768  # below Linux's ephemeral range
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="id is >= 0, got -1"):
         flow_sport(-1)
 
 
@@ -101,7 +103,7 @@ def test_sender_sends_a_scheduled_flow_from_its_port() -> None:
     assert all(r["completed"] for r in recs) and tx.sport_fallbacks == 0
 
 
-def test_sender_falls_back_when_the_port_is_taken() -> None:
+def test_sender_falls_back_when_the_port_is_taken(caplog: pytest.LogCaptureFixture) -> None:
     taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx = Receiver(ReceiverConfig(bind="127.0.0.1", port=0)).start()
     try:
@@ -111,4 +113,5 @@ def test_sender_falls_back_when_the_port_is_taken() -> None:
         rx.stop()
         taken.close()
     assert tx.sport_fallbacks == 1
+    assert f"flow 12347: source port {flow_sport(12347)} is taken" in caplog.text
     assert recs[0]["completed"] and recs[0]["sport"] != flow_sport(12347)

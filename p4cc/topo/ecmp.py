@@ -59,7 +59,7 @@ def flow_sport(flow_id: int) -> int:
 
 def _ip_bytes(ip: str) -> bytes:
     parts = ip.split(".")
-    if len(parts) != 4:
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
         raise ValueError(f"not an IPv4 address: {ip!r}")
     return bytes(int(p) for p in parts)
 
