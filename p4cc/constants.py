@@ -23,6 +23,9 @@ from p4cc.errors import P4ccError
 from p4cc.paths import P4_JSON
 
 # ------------------------------------------------------------------ standards
+#: IPv4 protocol number of UDP (IANA; RFC 768), IPPROTO_UDP in headers.p4.
+IPPROTO_UDP = 17
+
 #: UDP destination port of RoCEv2 (IANA "roce"; InfiniBand spec Annex A17 §A17.4.5.1),
 #: the port of p4cc's host transport.
 ROCE_PORT = 4791

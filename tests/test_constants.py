@@ -29,6 +29,7 @@ def test_literal_constants_match_headers_p4() -> None:
     assert _p4_const("CPU_PORT") == c.CPU_PORT
     assert _p4_const("DSCP_INT") == c.DSCP_INT
     assert _p4_const("DSCP_INT_SUMMARY") == c.DSCP_INT_SUMMARY
+    assert _p4_const("IPPROTO_UDP") == c.IPPROTO_UDP
     for name in ("ECN_NOT_ECT", "ECN_ECT1", "ECN_ECT0", "ECN_CE"):
         assert _p4_const(name) == getattr(c, name), name
 
@@ -85,7 +86,8 @@ def test_derivations_read_the_program_and_fail_loudly() -> None:
         c.clone_session(program)
 
 
-SHARED = ("ROCE_PORT", "ROCEV2_PORT", "CPU_PORT", "INT_MAX_HOPS", "INT_REPORT_SESSION",
+SHARED = ("IPPROTO_UDP", "UDP_PROTO", "ROCE_PORT", "ROCEV2_PORT", "CPU_PORT", "INT_MAX_HOPS",
+          "INT_REPORT_SESSION",
           "DSCP_INT", "DSCP_INT_SUMMARY", "OP_DATA", "OP_ACK", "OP_CNP", "OP_PROBE",
           "OP_PROBE_REPLY", "SYNDROME_ACK", "SYNDROME_NAK_SEQ", "QDEPTH_NONE", "ECN_CE",
           "ECT0", "INT_HOP_BYTES", "INT_SHIM_MD_BYTES", "INT_SUMMARY_BYTES", "PACKET_IN_BYTES")

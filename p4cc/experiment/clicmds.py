@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from p4cc.constants import ROCE_PORT
+from p4cc.constants import IPPROTO_UDP, ROCE_PORT
 from p4cc.controlplane.agents.static import agent_names
 from p4cc.errors import ConfigError
 from p4cc.experiment.cliparse import format_telemetry, parse_ecn_args, parse_telemetry_args
@@ -26,7 +26,6 @@ from p4cc.topo.spec import TopoSpec
 
 #: hop records kept per watched flow
 INT_KEEP = 64
-UDP_PROTO = 17
 INT_COLUMNS = ["t_s", "switch", "src", "dst", "sport", "dport", "hop", "hop_switch_id",
                "ingress_port", "egress_port", "hop_latency_us", "qdepth_pkts", "sojourn_us"]
 
@@ -59,7 +58,7 @@ class IntWatch:
         if not self._collectors:
             self._start()
         for ctl in self.session.controls.values():
-            ctl.add_int_watch(src=src_ip, dst=dst_ip, proto=UDP_PROTO, dport=ROCE_PORT)
+            ctl.add_int_watch(src=src_ip, dst=dst_ip, proto=IPPROTO_UDP, dport=ROCE_PORT)
         self.watched.add((src_ip, dst_ip))
         return True
 

@@ -17,10 +17,10 @@ the same path (``p4cc.sim.fabric``).  Checked against a live BMv2 switch in
 
 from __future__ import annotations
 
-from p4cc.constants import ROCE_PORT
+import ipaddress
 
-#: IANA protocol number of UDP (RFC 768), the hosts' transport.
-UDP_PROTO = 17
+from p4cc.constants import IPPROTO_UDP, ROCE_PORT
+
 #: Source ports of scheduled flows: ``SPORT_BASE + flow_id mod SPORT_SPAN``.  Below
 #: Linux's ephemeral range (32768-60999) and apart from ROCE_PORT (4791), so a flow's
 #: port is free unless a flow 20,000 ids away is open on the same host at the same time.
@@ -58,14 +58,14 @@ def flow_sport(flow_id: int) -> int:
 
 
 def _ip_bytes(ip: str) -> bytes:
-    parts = ip.split(".")
-    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
-        raise ValueError(f"not an IPv4 address: {ip!r}")
-    return bytes(int(p) for p in parts)
+    try:
+        return ipaddress.IPv4Address(ip).packed
+    except ValueError:
+        raise ValueError(f"not an IPv4 address: {ip!r}") from None
 
 
 def five_tuple_hash(src_ip: str, dst_ip: str, sport: int, dport: int = ROCE_PORT,
-                    proto: int = UDP_PROTO) -> int:
+                    proto: int = IPPROTO_UDP) -> int:
     """The data plane's ECMP hash of one packet's 5-tuple (before ``mod size``)."""
     key = (_ip_bytes(src_ip) + _ip_bytes(dst_ip) + bytes([proto])
            + sport.to_bytes(2, "big") + dport.to_bytes(2, "big"))

@@ -29,13 +29,11 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from p4cc.constants import ROCE_PORT
+from p4cc.constants import IPPROTO_UDP, ROCE_PORT
 from p4cc.errors import ConfigError
 from p4cc.experiment.bmv2 import hosts as hp
 from p4cc.topo.spec import TopoSpec
 
-#: IP protocol number of UDP (IANA), the transport of p4cc's flows
-UDP_PROTO = 17
 #: INT reports are one clone + PacketIn per watched packet, decoded with Scapy in the
 #: runner (~0.1-0.2 ms each): the flows of this many source hosts (the first in the
 #: schedule) only.
@@ -111,7 +109,7 @@ def install(plan: Sequence[IntWatch], controls: Mapping[str, IntWatchControl]) -
     its first switch; later switches see it carry INT and do not match it again)."""
     for w in plan:
         for ctl in controls.values():
-            ctl.add_int_watch(src=w.ip, proto=UDP_PROTO, dport=ROCE_PORT, report=w.report)
+            ctl.add_int_watch(src=w.ip, proto=IPPROTO_UDP, dport=ROCE_PORT, report=w.report)
 
 
 def describe(plan: Sequence[IntWatch]) -> str:
