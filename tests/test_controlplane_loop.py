@@ -55,6 +55,14 @@ def test_setup_installs_everything(rig) -> None:
     default = srv.default_action("switch_config")
     params = [p.value for p in default.action.action.params]
     assert params == [b"\x01", (100_000).to_bytes(3, "big")]
+    info = ctl.p4rt.p4info
+    assert info is not None
+    # no watch yet: the INT source lookup is off (the fixture's older P4Info has no
+    # no-watch action: the lookup then stays on)
+    off = (".set_switch_config_no_watch" if any(
+        n.endswith(".set_switch_config_no_watch") for n in info.table_actions("switch_config"))
+        else ".set_switch_config")
+    assert info.by_id(default.action.action.action_id).preamble.name.endswith(off)
     assert ("pre", "clone_session_entry", INT_REPORT_SESSION) in srv.servicer.entries
     assert srv.servicer.entries[("pre", "clone_session_entry", INT_REPORT_SESSION)] \
         .clone_session_entry.replicas[0].egress_port == CPU_PORT
@@ -64,6 +72,18 @@ def test_setup_installs_everything(rig) -> None:
     ctl.add_int_watch(dst="10.0.2.1", proto=17, dport=4791)
     (watch,) = srv.table_entries("int_watchlist")
     assert len(watch.match) == 3
+    # the first watch turns the lookup on, same settings; a second changes nothing
+    default = srv.default_action("switch_config")
+    assert info.by_id(default.action.action.action_id).preamble.name.endswith(
+        ".set_switch_config")
+    assert [p.value for p in default.action.action.params] == params
+    writes = len(srv.update_types("switch_config"))
+    ctl.add_int_watch(dst="10.0.2.2", proto=17, dport=4791)
+    assert len(srv.update_types("switch_config")) == writes
+    # a new pipeline (setup again) has no watch: off again
+    ctl.setup()
+    default = srv.default_action("switch_config")
+    assert info.by_id(default.action.action.action_id).preamble.name.endswith(off)
 
 
 def test_constants_match_packets_module() -> None:

@@ -79,6 +79,7 @@ def test_tables(p4info, table, keys, size):
         ("set_nhop", [("port", 9), ("dmac", 48), ("smac", 48)]),
         ("set_ecmp", [("group", 16), ("size", 16)]),
         ("set_switch_config", [("switch_id", 32), ("elephant_bytes", 32)]),
+        ("set_switch_config_no_watch", [("switch_id", 32), ("elephant_bytes", 32)]),
         ("int_source", [("max_hops", 8)]),
         ("set_ecn", [("kmin", 19), ("kmax", 19), ("pmax", 16)]),
         ("int_sink_port", []),

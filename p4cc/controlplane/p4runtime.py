@@ -206,17 +206,21 @@ class P4RuntimeClient:
         self.p4info = P4Info.from_file(p4info_path)
         return self.p4info
 
-    def set_pipeline(self, p4info_path: str | Path, bmv2_json_path: str | Path) -> None:
+    def set_pipeline(self, p4info_path: str | Path, bmv2_json_path: str | Path,
+                     device_config: bytes | None = None) -> None:
+        """Push P4Info and the BMv2 JSON (or ``device_config``, its bytes as prepared by
+        p4cc.controlplane.bmv2config, instead of the file's)."""
         info = self.load_p4info(p4info_path)
         json_path = Path(bmv2_json_path)
-        if not json_path.is_file():
+        if device_config is None and not json_path.is_file():
             raise ConfigError(f"BMv2 JSON {json_path} not found; build it with `make p4`")
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
             device_id=self.device_id,
             action=p4runtime_pb2.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT)
         self._election(req)
         req.config.p4info.CopyFrom(info.msg)
-        req.config.p4_device_config = json_path.read_bytes()
+        req.config.p4_device_config = (json_path.read_bytes() if device_config is None
+                                       else device_config)
         try:
             self.stub.SetForwardingPipelineConfig(req, timeout=self.timeout_s)
         except grpc.RpcError as exc:

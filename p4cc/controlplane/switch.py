@@ -4,7 +4,8 @@
 configuration: pipeline, routes and ECMP groups (p4cc.controlplane.routes), the
 ``switch_config`` default action, ``int_sink`` on host-facing ports, the clone session
 to the CPU port, and per-port egress queue rate/depth from the link specs (REFERENCE §1:
-the rate is enforced by BMv2's queue, in packets/s).
+the rate is enforced by BMv2's queue, in packets/s).  ``switch_config`` leaves the INT
+source lookup off until ``add_int_watch`` installs the switch's first watch.
 
 ``set_ecn_all`` is the one place an ECN setting is validated (``EcnConfig.validate``
 against the scale's buffer, once per distinct setting) and written: only ports whose
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 from google.rpc import code_pb2
 
 from p4cc.constants import CPU_PORT, INT_MAX_HOPS, INT_REPORT_SESSION
+from p4cc.controlplane.bmv2config import device_config
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.p4runtime import P4RuntimeClient, P4RuntimeWriteError
 from p4cc.controlplane.routes import compute_routes, host_facing_ports
@@ -41,6 +43,11 @@ QID = 0
 #: control plane at the sink, or the summary for the receiver only.
 INT_WATCH_REPORT = "int_source"
 INT_WATCH_SUMMARY = "int_source_summary"
+#: switch_config actions (p4src/include/forwarding.p4): the same settings with the
+#: int_watchlist lookup on, or off (a keyed lookup per UDP packet that BMv2 with logging
+#: macros pays even when the table is empty; used until the switch's first watch).
+SWITCH_CONFIG_WATCH = "set_switch_config"
+SWITCH_CONFIG_NO_WATCH = "set_switch_config_no_watch"
 
 
 def int_watch_action(report: bool) -> str:
@@ -73,19 +80,22 @@ class SwitchControl:
     def __init__(self, spec: SwitchSpec, topo: TopoSpec, p4info_path: str | Path,
                  json_path: str | Path, *, host: str = "127.0.0.1", timeout_s: float = 5.0,
                  aggregate_routes: bool = False, p4rt: P4RuntimeClient | None = None,
-                 thrift: QueueAndRegisters | None = None) -> None:
+                 thrift: QueueAndRegisters | None = None, source_info: bool = False) -> None:
         self.spec = spec
         self.topo = topo
         self.scale = topo.scale
         self.p4info_path = Path(p4info_path)
         self.json_path = Path(json_path)
         self.aggregate_routes = aggregate_routes
+        #: push the JSON with p4c's source info (for trace logs; costs CPU per packet)
+        self.source_info = source_info
         self.p4rt = p4rt or P4RuntimeClient(f"{host}:{spec.grpc_port}", spec.device_id,
                                             timeout_s=timeout_s)
         self.thrift: QueueAndRegisters = thrift or ThriftClient(
             f"{host}:{spec.thrift_port}", json_path, timeout_s=timeout_s)
         self._ecn: dict[int, EcnConfig | None] = dict.fromkeys(self.ports)
         self._installed: set[int] = set()  # ports with an ecn_config entry in the switch
+        self._watching = False  # int_watchlist holds an entry (lookup turned on)
 
     @property
     def name(self) -> str:
@@ -124,8 +134,10 @@ class SwitchControl:
     # -- one-time setup --------------------------------------------------------------
     def setup(self, ecn: EcnConfig | None = None) -> None:
         """Push the pipeline and every static setting; ``ecn`` on all ports if given."""
-        self.p4rt.set_pipeline(self.p4info_path, self.json_path)
+        self.p4rt.set_pipeline(self.p4info_path, self.json_path, device_config(
+            self.json_path, source_info=self.source_info))
         self._installed.clear()
+        self._watching = False
         self.install_routes()
         self.set_switch_config()
         self.install_int_sink()
@@ -161,8 +173,20 @@ class SwitchControl:
         return max(self.scale.pkt_bytes, round(self.scale.bytes(PAPER_ELEPHANT_BYTES)))
 
     def set_switch_config(self) -> None:
-        self.p4rt.set_default_action("switch_config", "set_switch_config", {
+        """switch_config's default action: switch id and elephant size, with the INT
+        source lookup on only once the switch has a watch (programs without the
+        no-watch action, e.g. older builds, always look up)."""
+        action = SWITCH_CONFIG_WATCH
+        if not self._watching and SWITCH_CONFIG_NO_WATCH in self._switch_config_actions():
+            action = SWITCH_CONFIG_NO_WATCH
+        self.p4rt.set_default_action("switch_config", action, {
             "switch_id": self.spec.device_id, "elephant_bytes": self.elephant_bytes()})
+
+    def _switch_config_actions(self) -> set[str]:
+        info = self.p4rt.p4info
+        if info is None:
+            raise ConfigError("no P4Info loaded: connect() first")
+        return {name.rsplit(".", 1)[-1] for name in info.table_actions("switch_config")}
 
     def install_int_sink(self) -> None:
         c = self.p4rt
@@ -191,6 +215,9 @@ class SwitchControl:
                                  for tail, value, mask in wanted if value is not None}
         self.p4rt.insert_entry("int_watchlist", match, int_watch_action(report),
                                {"max_hops": max_hops}, priority=priority)
+        if not self._watching:  # the first watch turns the lookup on
+            self._watching = True
+            self.set_switch_config()
 
     def _watch_field(self, tail: str) -> str:
         """Full name of the int_watchlist key ending in ``tail`` (e.g. meta.l4_dport)."""

@@ -105,7 +105,8 @@ def switch_controls(fabric: Fabric) -> dict[str, SwitchControl]:
         out[spec.name] = SwitchControl(
             spec, topo, opts.p4info, opts.p4_json,
             p4rt=P4RuntimeClient(grpc_addr, device_id),
-            thrift=ThriftClient(f"127.0.0.1:{thrift_port}", opts.p4_json))
+            thrift=ThriftClient(f"127.0.0.1:{thrift_port}", opts.p4_json),
+            source_info=opts.bmv2_log)  # a logging switch keeps source lines for traces
     return out
 
 

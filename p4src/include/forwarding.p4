@@ -38,15 +38,27 @@ control Forwarding(inout headers_t hdr,
     }
 
     /* Keyless table: the control plane MODIFYs the default entry (P4Runtime INSERT of
-     * an existing entry fails, REFERENCE §1).  elephant_bytes defaults to "never". */
+     * an existing entry fails, REFERENCE §1).  elephant_bytes defaults to "never".
+     * set_switch_config also turns on the INT source lookup (int_watchlist, in
+     * int_source.p4); set_switch_config_no_watch leaves it off.  p4cc's control plane
+     * uses the second until it installs the switch's first INT watch: a keyed lookup
+     * costs BMv2 with logging macros ~6 us of CPU per packet even when the table is
+     * empty (it formats the key before testing the log level; docs/dataplane.md), and
+     * most runs watch nothing.  The default keeps the lookup on, as before. */
     action set_switch_config(switch_id_t switch_id, bit<32> elephant_bytes) {
+        meta.switch_id = switch_id;
+        meta.elephant_bytes = elephant_bytes;
+        meta.int_watch = 1;
+    }
+
+    action set_switch_config_no_watch(switch_id_t switch_id, bit<32> elephant_bytes) {
         meta.switch_id = switch_id;
         meta.elephant_bytes = elephant_bytes;
     }
 
     table switch_config {
         key = { }
-        actions = { set_switch_config; }
+        actions = { set_switch_config; set_switch_config_no_watch; }
         default_action = set_switch_config(0, 0xFFFFFFFF);
         size = 1;
     }

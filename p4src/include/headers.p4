@@ -222,7 +222,9 @@ struct metadata_t {
     bit<16>     ecmp_size;
     bit<16>     ecmp_index;
     bit<1>      ecmp_hit;
-    /* INT source decision (ingress) -> egress */
+    /* INT source decision (ingress) -> egress; int_watch: switch_config turned the
+     * int_watchlist lookup on (forwarding.p4) */
+    bit<1>      int_watch;
     bit<1>      int_source;
     bit<8>      int_max_hops;
     bit<1>      int_no_report;   // int_source_summary: copied into int_md.no_report

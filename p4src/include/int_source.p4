@@ -1,7 +1,9 @@
 /* p4cc data plane, ingress: INT source selection.
  *
  * int_watchlist (ternary on ipv4 src/dst, protocol, L4 destination port; entries carry
- * a priority) marks UDP packets that should carry INT from this switch on.  Only packets
+ * a priority) marks UDP packets that should carry INT from this switch on.  It is looked
+ * up only while switch_config's action is set_switch_config (meta.int_watch; the
+ * control plane picks set_switch_config_no_watch while the switch has no watch).  Only packets
  * that are not INT already (DSCP neither DSCP_INT nor DSCP_INT_SUMMARY) are candidates;
  * the shim/metadata headers are inserted in egress (int.p4), where the first hop record
  * is pushed, so that a packet dropped in the queue never carries half an INT stack.
@@ -46,7 +48,9 @@ control IntSource(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.udp.isValid() && !hdr.int_shim.isValid() && !hdr.int_summary.isValid()) {
+        /* meta.int_watch: set by switch_config's set_switch_config (forwarding.p4). */
+        if (meta.int_watch == 1 && hdr.udp.isValid() && !hdr.int_shim.isValid() &&
+                !hdr.int_summary.isValid()) {
             int_watchlist.apply();
         }
     }
