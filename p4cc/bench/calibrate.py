@@ -47,7 +47,7 @@ def switch_cost(reps: int, seconds: float, cpu_pps: float, offer_pps: float
     from p4cc.topo.veth import veth_pairs
 
     cfg = dp.BenchConfig(reps=reps, seconds=seconds, offer_pps=offer_pps, cpu_pps=cpu_pps,
-                         lossfree=False, ifprefix="p4cal", log_level="off")
+                         lossfree=False, eq_pps=0.0, ifprefix="p4cal", log_level="off")
     runs = []
     with veth_pairs(cfg.ifprefix) as pairs:
         proc = dp.make_switch(f"{cfg.ifprefix}sw", {p: a for p, (a, _) in pairs.items()},

@@ -16,9 +16,22 @@ thread competing for the CPU).  Per program and repetition:
 * ``lossfree_pps``: the highest offered rate with <= 1 % loss, searched downward from
   the saturated rate in steps of 0.8x (a short run per step; on a machine shared with
   other jobs a preempted switch loses packets at any rate, so this is noisy);
+``p4cc`` runs as a run's switches do (p4cc.controlplane.switch): pushed without p4c's
+source info (p4cc.controlplane.bmv2config), ``switch_config`` without the INT source
+lookup (no watch installed), an ``ecn_config`` entry and ``int_sink`` on port 2.
+
 * ``cpu_us_per_pkt`` (at ``--cpu-pps``, a light load) and ``sat_cpu_us_per_pkt``
   (while saturated, input drops included): the switch process's own CPU time per
-  forwarded packet, from /proc/<pid>/stat, much less sensitive to other load.
+  forwarded packet, much less sensitive to other load;
+* ``eq_cpu_us_per_pkt``: the same at ``--eq-pps``, one offered rate for both programs
+  that both forward without loss (``eq_loss`` says whether they did).  This is the
+  like-for-like cost: the saturated figure charges p4cc, which forwards a third of what
+  is offered, for receiving and dropping the rest, and at 1 kpps thread wake-ups
+  dominate.
+
+CPU time is the sum over the switch's threads of the scheduler's run time
+(/proc/<pid>/task/*/schedstat, nanoseconds; /proc/<pid>/stat's clock ticks, 10 ms, when
+schedstat is missing).
 
 The switch runs with ``--log-level off`` (see make_switch; ``--log-level ''`` gives
 BMv2's default, trace).  Then the ratios p4cc/l3min (goal >= 0.8), the BMv2 build flags,
@@ -44,7 +57,9 @@ from typing import Any
 
 from p4cc.bench import controlloop as loopbench
 from p4cc.constants import ECN_ECT0
+from p4cc.controlplane.bmv2config import device_config
 from p4cc.controlplane.p4build import BUILD_DIR
+from p4cc.controlplane.switch import SWITCH_CONFIG_NO_WATCH
 from p4cc.topo.veth import veth_pairs
 
 PROGRAMS = ("l3min", "p4cc")
@@ -64,6 +79,7 @@ class BenchConfig:
     step: float = 0.8               # lossfree search: next rate = rate * step
     max_steps: int = 8
     cpu_pps: float = 1000.0         # offered load of the CPU-cost run (below both rates)
+    eq_pps: float = 10_000.0        # offered load of the like-for-like CPU run (0: skip)
     lossfree: bool = True
     ifprefix: str = "p4db"
     log_level: str = "off"          # BMv2 --log-level ("" = BMv2's default, trace)
@@ -125,7 +141,17 @@ def rx_packets(ifname: str) -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of all threads of ``pid`` (proc(5) stat fields 14, 15)."""
+    """CPU time of all live threads of ``pid``: the sum of their schedstat run times
+    (ns; proc(5) /proc/<pid>/task/<tid>/schedstat field 1), or user + system time in
+    clock ticks (proc(5) stat fields 14, 15) where the kernel has no schedstat."""
+    total_ns, found = 0, False
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                total_ns += int((task / "schedstat").read_text().split()[0])
+                found = True
+    if found:
+        return total_ns / 1e9
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -146,11 +172,13 @@ class Rig:
 
     def load(self, program: str) -> None:
         p4info, bmv2_json = artifacts(program)
-        self.p4rt.set_pipeline(p4info, bmv2_json)
+        # pushed as a run's switches get it (SwitchControl.setup: no source info)
+        self.p4rt.set_pipeline(p4info, bmv2_json, device_config(bmv2_json))
         self.p4rt.insert_entry("ipv4_lpm", {"dst_addr": (H2_IP, 32)}, "set_nhop",
                                {"port": 2, "dmac": H2_MAC, "smac": PORT_MAC[2]})
         if program == "p4cc":  # a configured switch: the per-packet work of a real run
-            self.p4rt.set_default_action("switch_config", "set_switch_config",
+            # without INT watches (the INT source lookup off, as SwitchControl leaves it)
+            self.p4rt.set_default_action("switch_config", SWITCH_CONFIG_NO_WATCH,
                                          {"switch_id": 1, "elephant_bytes": 100_000})
             self.p4rt.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
                                    {"kmin": 20, "kmax": 200, "pmax": 6554})
@@ -206,6 +234,12 @@ def measure_program(rig: Rig, program: str, cfg: BenchConfig) -> dict[str, float
         # processes on the machine, unlike the rates (the idle settle time adds ~0).
         sent, got, _ = rig.offer(cfg.cpu_pps, cfg.seconds)
         out["cpu_us_per_pkt"] = rig.last_cpu_s * 1e6 / max(got, 1)
+    if cfg.eq_pps > 0:
+        # the like-for-like cost: the same offered rate for both programs, below both
+        # forwarding limits (eq_loss says whether it was)
+        sent, got, _ = rig.offer(cfg.eq_pps, cfg.seconds)
+        out["eq_cpu_us_per_pkt"] = rig.last_cpu_s * 1e6 / max(got, 1)
+        out["eq_loss"] = 1 - got / sent if sent else 1.0
     sent, got, pps = rig.offer(cfg.offer_pps, cfg.seconds)
     out.update({"sat_pps": pps, "sat_offered_pps": sent / cfg.seconds,
                 # CPU per forwarded packet while saturated (includes the input drops)
@@ -284,8 +318,8 @@ def forwarding_cases(cfg: BenchConfig) -> Iterator[dict[str, Any]]:
         med[prog] = {k: statistics.median(r[k] for r in runs[prog]) for k in keys}
         rec: dict[str, Any] = {"case": f"forward_{prog}", "frame_bytes": FRAME_BYTES,
                                "reps": cfg.reps, "seconds_per_point": cfg.seconds}
-        rec.update({k: round(v, 1) if "cpu" in k else round(v)
-                    for k, v in med[prog].items()})
+        rec.update({k: round(v, 1) if "cpu" in k else round(v, 4) if k.endswith("_loss")
+                    else round(v) for k, v in med[prog].items()})
         # best of the repetitions: other jobs on the machine only ever slow the switch down
         rec["best_sat_pps"] = round(max(r["sat_pps"] for r in runs[prog]))
         rec["runs_sat_pps"] = [round(r["sat_pps"]) for r in runs[prog]]
@@ -299,10 +333,18 @@ def forwarding_cases(cfg: BenchConfig) -> Iterator[dict[str, Any]]:
     best = {p: max(r["sat_pps"] for r in runs[p]) for p in PROGRAMS}
     if best["l3min"] > 0:
         ratio["best_sat_ratio"] = round(best["p4cc"] / best["l3min"], 3)
-    for k in ("cpu_us_per_pkt", "sat_cpu_us_per_pkt"):
+    for k in ("cpu_us_per_pkt", "eq_cpu_us_per_pkt", "sat_cpu_us_per_pkt"):
         if k in med["p4cc"] and med["p4cc"][k] > 0:
             # l3min cost / p4cc cost: less sensitive to other load than the rates
             ratio[k.replace("us_per_pkt", "ratio")] = round(med["l3min"][k] / med["p4cc"][k], 3)
+    if "eq_cpu_us_per_pkt" in med["p4cc"]:
+        # issue 10's form: p4cc's CPU per forwarded packet as a multiple of l3min's
+        # (goal <= 2), at the one rate both forward; lossy if either lost > LOSS_OK
+        ratio["eq_cpu_factor"] = round(med["p4cc"]["eq_cpu_us_per_pkt"]
+                                       / max(med["l3min"]["eq_cpu_us_per_pkt"], 1e-9), 2)
+        ratio["goal_cpu_factor"] = 2.0
+        ratio["eq_pps"] = cfg.eq_pps
+        ratio["eq_lossfree"] = all(r["eq_loss"] <= LOSS_OK for p in PROGRAMS for r in runs[p])
     ratio.update({"goal_ratio": 0.8, "loss_ok": LOSS_OK,
                   "loadavg_1m": round(statistics.median(load), 2), "cpus": os.cpu_count(),
                   "bmv2_log_level": cfg.log_level or "trace (default)",
@@ -318,6 +360,9 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
                         help="offered load of the saturation run")
     parser.add_argument("--cpu-pps", type=float, default=1000.0,
                         help="offered load of the CPU-cost run (0: skip it)")
+    parser.add_argument("--eq-pps", type=float, default=10_000.0,
+                        help="offered load at which both programs' CPU per packet is "
+                             "compared like for like (0: skip)")
     parser.add_argument("--no-lossfree", action="store_true",
                         help="only the saturation rate (no search for <= 1 %% loss)")
     parser.add_argument("--log-level", default="off",
@@ -327,6 +372,7 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     args = parser.parse_args(list(argv))
     cfg = BenchConfig(reps=args.reps, seconds=args.seconds, offer_pps=args.offer_pps,
                       lossfree=not args.no_lossfree, cpu_pps=args.cpu_pps,
+                      eq_pps=args.eq_pps,
                       log_level=args.log_level)
     yield from forwarding_cases(cfg)
     if not args.no_loop:
