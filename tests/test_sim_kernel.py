@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from p4cc.hostcc import dcqcn
+from p4cc.sim import enqmark
 from p4cc.sim import kernel as K
 from p4cc.sim.cc import DcqcnHook
 
@@ -40,19 +41,38 @@ def _queue_args(rng: np.random.Generator, cap: int, hops: int, nq: int, heavy: b
             rng.random((cap, hops)) < 0.2, rng.uniform(0, 2e6, cap)]
 
 
+def _mark_history(rng: np.random.Generator, nq: int, rows: int) -> tuple[list[Any], int]:
+    """marking_depth's state after ``step`` random steps (kept arrivals, depths), with
+    pointers anywhere from before the ring's oldest row to the last step; and ``step``."""
+    hist_a, hist_q, acum, qptr = enqmark.mark_history(rows, nq)
+    step = int(rng.integers(rows, 3 * rows + 1)) if rows else int(rng.integers(0, 50))
+    for k in range(step):
+        acum += rng.uniform(0, 3000, nq) * (rng.random(nq) < 0.6)
+        if rows:
+            hist_a[k % rows] = acum
+            hist_q[k % rows] = rng.uniform(0, 2e5, nq)
+    if rows:
+        qptr[:] = rng.integers(max(step - rows - 5, 0), step, nq)
+    return [hist_a, hist_q, acum, qptr], step
+
+
+@pytest.mark.parametrize("rows", [0, 3, 40])
 @pytest.mark.parametrize("heavy", [False, True])
 @pytest.mark.parametrize("seed", range(4))
-def test_queue_kernel_equals_numpy_reference(seed: int, heavy: bool) -> None:
+def test_queue_kernel_equals_numpy_reference(seed: int, heavy: bool, rows: int) -> None:
+    """rows: the marking history (0: marks by the depth at departure)."""
     rng = np.random.default_rng(seed)
     cap, hops, nq = int(rng.integers(1, 300)), int(rng.integers(1, 6)), int(rng.integers(2, 60))
     base = _queue_args(rng, cap, hops, nq, heavy)
+    marks, step = _mark_history(rng, nq, rows)
     runs = []
     for fn in (K.queues_numpy, K.queues_numba):
         args: list[Any] = [a.copy() if isinstance(a, np.ndarray) else a for a in base]
         out = K.scratch(cap, hops, nq)
+        hist = [a.copy() for a in marks]
         assert fn is not None
-        flags = fn(*args, *out)
-        runs.append((tuple(flags), args, out))
+        flags = fn(*args, *out, *hist, step)
+        runs.append((tuple(flags), [*args, *hist], out))
     (f_ref, a_ref, o_ref), (f_nb, a_nb, o_nb) = runs
     assert (bool(f_ref[0]), int(f_ref[1])) == (bool(f_nb[0]), int(f_nb[1]))
     if heavy:
@@ -85,9 +105,10 @@ def test_fabric_step_compiled_equals_numpy() -> None:
     """The engine's one call per step (queues, then the CNP draw) in both forms."""
     rng = np.random.default_rng(11)
     cap, hops, nq, D = 200, 4, 40, 9
-    base = [*_queue_args(rng, cap, hops, nq, False), *K.scratch(cap, hops, nq),
+    marks, step = _mark_history(rng, nq, 30)
+    base = [*_queue_args(rng, cap, hops, nq, False), *K.scratch(cap, hops, nq), *marks,
             np.full(cap, -np.inf), rng.integers(0, 5, cap),
-            rng.integers(0, 2**63, cap).astype(np.uint64), 77, 4e-6, 1000.0,
+            rng.integers(0, 2**63, cap).astype(np.uint64), step, 4e-6, 1000.0,
             rng.integers(1, D, cap), np.zeros((D, cap), np.bool_), np.zeros(D, np.bool_)]
     assert len(base) == len(K._STEP_ARGS)
     res = []
@@ -100,6 +121,24 @@ def test_fabric_step_compiled_equals_numpy() -> None:
             np.testing.assert_array_equal(x, y)
     K.warm_up()  # the engine's argument types compile
     assert K.fabric_numba(*K.tiny_args()) is not None
+
+
+def test_marking_depth_is_the_depth_the_head_byte_found() -> None:
+    """A queue that gets 1000 B and serves 500 B per step: at the start of step k it
+    holds 500k B, and its head byte arrived in step k // 2, when the depth was
+    500 (k // 2) B: enqueue marking sees half the depth departure marking sees."""
+    for rows in (100, 20):  # 100: every head's step is in the ring; 20: not after k 40
+        hist_a, hist_q, acum, qptr = enqmark.mark_history(rows, 1)
+        for k in range(150):  # more steps than rows: the ring wraps
+            q = np.array([500.0 * k])
+            qm = enqmark.marking_depth(q, hist_a, hist_q, acum, qptr, k)
+            # a head older than the ring is marked by its oldest row (step k - rows + 1)
+            assert qm[0] == 500.0 * max(k // 2, k - rows + 1), (rows, k)
+            acum += 1000.0
+            hist_a[k % rows] = acum
+    # no history: the depth now
+    empty = enqmark.mark_history(0, 1)
+    assert enqmark.marking_depth(np.array([7.0]), *empty, 5)[0] == 7.0
 
 
 def test_uniform_draws_match_the_kernel_hash() -> None:

@@ -46,17 +46,20 @@ def test_mark_probability_matches_ecnconfig() -> None:
     assert np.all(fab.mark_probability(np.full(fab.n_ports + 1, 1e6))[1:] == 0)
 
 
-def test_queue_growth_marking_and_tail_drop() -> None:
+@pytest.mark.parametrize("mark_depth", ["enqueue", "departure"])
+def test_queue_growth_marking_and_tail_drop(mark_depth: str) -> None:
     topo = parse_topo("star,hosts=3", "paper")
     cfg = EcnConfig(20_000, 200_000, 0.5)
     # (selective resending: its conservation law is checked below; go-back-N's receivers
     # discard bytes, tests/test_sim_gobackn.py)
     eng = Engine(topo, _sched([("h1", "h3"), ("h2", "h3")]),
-                 _line(telemetry_interval_s=1.0, loss_recovery="selective"), ecn=cfg)
+                 _line(telemetry_interval_s=1.0, loss_recovery="selective",
+                       mark_depth=mark_depth), ecn=cfg)
     per_step = topo.scale.link_rate_bps * eng.dt / 8  # bytes each host sends per step
     buf = topo.scale.buffer_bytes
     qi = eng.fabric.port(("s1", 3))
     qs = []
+    fifo: list[list[float]] = []  # the queue's bytes as [bytes, depth they found], in order
     for _ in range(400):
         q0 = float(eng.b.sum())
         tx0, txm0, dr0 = (eng.counters.tx[qi], eng.counters.txm[qi], eng.counters.drops[qi])
@@ -65,10 +68,21 @@ def test_queue_growth_marking_and_tail_drop() -> None:
         # 2 line-rate senders into one line-rate port: the queue grows by one host's
         # bytes per step until the buffer, then the excess is tail-dropped
         assert tx == pytest.approx(per_step)
-        want_p = cfg.marking_probability(q0 / topo.scale.pkt_bytes, topo.scale.pkt_bytes)
-        assert txm / tx == pytest.approx(want_p, abs=1e-12)
         drops = eng.counters.drops[qi] - dr0
         assert drops == pytest.approx(max(0.0, q0 + per_step - buf), abs=1e-6)
+        # the depth this step's departures are marked by: at departure, the depth now;
+        # at enqueue (BMv2's enq_qdepth), the depth their first byte found on arrival
+        head = fifo[0][1] if fifo and mark_depth == "enqueue" else q0
+        fifo.append([2 * per_step - drops, q0])
+        left = per_step
+        while left > 1e-9:
+            take = min(left, fifo[0][0])
+            fifo[0][0] -= take
+            left -= take
+            if fifo[0][0] <= 1e-9:
+                fifo.pop(0)
+        want_p = cfg.marking_probability(head / topo.scale.pkt_bytes, topo.scale.pkt_bytes)
+        assert txm / tx == pytest.approx(want_p, abs=1e-12)
         qs.append(float(eng.b.sum()))
     assert max(qs) == pytest.approx(buf)
     assert qs[0] == pytest.approx(per_step)
@@ -282,6 +296,11 @@ def test_a_mouse_behind_a_standing_queue_leaves_when_a_fifo_would(tail: str) -> 
         assert fct == pytest.approx(fifo, abs=4 * eng.dt)  # step quantisation
     else:
         assert fct > 2 * fifo
+
+
+def test_mark_depth_option_is_checked() -> None:
+    with pytest.raises(ConfigError, match="mark_depth must be one of enqueue, departure"):
+        SimConfig(mark_depth="dequeue")
 
 
 def test_queue_tail_option_is_checked() -> None:

@@ -17,6 +17,8 @@ from p4cc.sim.pfc import check_alpha
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
+#: SimConfig.mark_depth values (p4cc.sim.kernel)
+MARK_DEPTHS = ("enqueue", "departure")
 
 #: Options of an experiment spec that need the real data plane.  Keys are the option
 #: names the runner passes; values say what the option does, for the refusal message.
@@ -77,6 +79,13 @@ class SimConfig:
                                   "FIFO would have sent them (p4cc.sim.fifo_tail) | fluid: "
                                   "proportional service only (before session 11; the "
                                   "last bytes linger ~20 drain times)"})
+    mark_depth: str = field(
+        default="enqueue", metadata={"help": "the depth an ECN mark is drawn from: "
+                                     "enqueue (the depth the departing bytes found when "
+                                     "they arrived, FIFO, as BMv2 marks by enq_qdepth; "
+                                     "the mark reaches the receiver one queueing delay "
+                                     "later) | departure (the depth when they leave; "
+                                     "sessions <= 21)"})
     pfc: bool = field(
         default=False, metadata={"help": "lossless fabric: priority flow control pauses "
                                  "the upstream port instead of dropping (p4cc.sim.pfc; "
@@ -96,6 +105,9 @@ class SimConfig:
                               f"{self.cc!r}")
         check_mode(self.loss_recovery)
         check_alpha(self.pfc_alpha)
+        if self.mark_depth not in MARK_DEPTHS:
+            raise ConfigError(f"SimConfig.mark_depth must be one of {', '.join(MARK_DEPTHS)}, "
+                              f"got {self.mark_depth!r}")
         if self.queue_tail not in QUEUE_TAILS:
             raise ConfigError(f"SimConfig.queue_tail must be one of {', '.join(QUEUE_TAILS)}, "
                               f"got {self.queue_tail!r}")

@@ -6,8 +6,10 @@ One step of ``dt`` (docs/simulator.md has the full model):
 2. deliver feedback due now (CNPs, loss notices, RTT probe answers) to the CC hook;
 3. each flow injects ``min(rate·dt, bytes left)`` into its first queue;
 4. every queue, all at once: arrivals = injections (hop 0) and the previous step's
-   departures of the hop before; ECN mark probability from the depth at the start of
-   the step (EcnConfig semantics, depth in packets of ``pkt_bytes``); tail drop above
+   departures of the hop before; ECN mark probability from the depth the departing
+   bytes found when they arrived (FIFO, as BMv2 marks by enq_qdepth; SimConfig.mark_depth
+   "departure": the depth at the start of the step) (EcnConfig semantics, depth in
+   packets of ``pkt_bytes``); tail drop above
    the buffer; departures ``min(depth + arrivals, rate·dt)`` shared among flows in
    proportion to their bytes in the queue (fluid FIFO; a flow's last bytes leave when a
    FIFO would have sent them: p4cc.sim.fifo_tail);
@@ -40,6 +42,7 @@ from p4cc.controlplane.records import PortKey, PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
+from p4cc.sim.enqmark import mark_history
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.fifo_tail import FifoTail
 from p4cc.sim.flows import FlowTable
@@ -94,6 +97,12 @@ class Engine(SlotPool):
         self.Dr = math.ceil((max_rtt + self.H * qmax) / self.dt) + 2
         self._dt8 = self.dt / 8.0
         self._serve = fab.rate_bps * (self.dt / 8.0)  # bytes a queue sends per step
+        # the marking depth's history: as many steps as the longest queue takes to drain
+        rows = 0
+        if cfg.mark_depth == "enqueue":
+            drain = fab.buffer_bytes[:-1] / np.maximum(self._serve[:-1], 1e-300)
+            rows = math.ceil(float(np.max(drain, initial=0.0))) + 2
+        self._marks = mark_history(rows, fab.n_ports + 1)
         self._pkt = float(spec.scale.pkt_bytes)
         self._inv_pkt = 1.0 / self._pkt
         warm_up()  # the compiled queue kernel, before the first step
@@ -300,7 +309,7 @@ class Engine(SlotPool):
             self.prev_dep, self.prev_mout, self.path, self.last_hop, fab.kmin_pkts,
             fab.kmax_pkts, fab._slope, self._inv_pkt, serve, fab.buffer_bytes, c.tx,
             c.txm, c.drops, c.arr, c.q_arr, c.qmax, self.seen, self.delivered, *out,
-            self.last_cnp, self.cnps, self.hbase, steps, self._cnp_gap, self._pkt,
+            *self._marks, self.last_cnp, self.cnps, self.hbase, steps, self._cnp_gap, self._pkt,
             self.dsteps, self.fb_cnp, self._n_cnp)
         # double buffers: this step's departures are the next step's arrivals
         self._out = (send, self.prev_dep, self.prev_mout, q, q_new, dep_q, got_m, lost_f)

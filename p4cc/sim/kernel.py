@@ -12,8 +12,10 @@ installed, else the numpy one.
 Each flow first injects ``min(rate·dt, bytes left)`` (``f8`` = the step's seconds / 8
 per slot) if it may send.  Per queue (``path`` maps (slot, hop) to a queue; index
 ``nq - 1`` is the dummy queue of short paths): arrivals = injections (hop 0) and the
-last step's departures of the hop before; the ECN probability from the depth at the
-start of the step; tail drop above the buffer, charged to flows by their arrivals;
+last step's departures of the hop before; the ECN probability from the depth the
+departing bytes found when they arrived (``marking_depth``; or, with an empty history, the
+depth at the start of the step); tail drop above the buffer, charged to flows by their
+arrivals;
 departures ``min(depth + arrivals, serve)`` shared by the flows in proportion to their
 bytes in the queue; the marked fraction leaving a hop is ``1 - (1 - m_in)(1 - p)``.
 The last hop's departures are delivered.
@@ -21,10 +23,12 @@ The last hop's departures are delivered.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+
+from p4cc.sim.enqmark import mark_history, marking_depth
 
 FloatArray = npt.NDArray[np.float64]
 #: Smallest normal double: the denominator of an empty queue's shares.
@@ -49,7 +53,9 @@ def queues_numpy(rate: FloatArray, f8: FloatArray, remaining: FloatArray, sent: 
                  q_arr: FloatArray, qmax: FloatArray, seen: npt.NDArray[np.bool_],
                  delivered: FloatArray, o_send: FloatArray, o_dep: FloatArray,
                  o_mout: FloatArray, o_q: FloatArray, o_q_new: FloatArray,
-                 o_dep_q: FloatArray, o_got_m: FloatArray, o_lost: FloatArray) -> Result:
+                 o_dep_q: FloatArray, o_got_m: FloatArray, o_lost: FloatArray,
+                 hist_a: FloatArray, hist_q: FloatArray, acum: FloatArray,
+                 qptr: npt.NDArray[np.int64], step: int) -> Result:
     """The reference form (see the module docstring)."""
     send = np.where(ok & (stop > t0), np.minimum(rate * f8, remaining), 0.0)
     remaining -= send
@@ -62,11 +68,15 @@ def queues_numpy(rate: FloatArray, f8: FloatArray, remaining: FloatArray, sent: 
     pf = path.ravel()
     arrivals = np.bincount(pf, inflow.ravel(), nq)
     q = np.bincount(pf, b.ravel(), nq)
-    qp = q * inv_pkt  # the data plane compares the depth in packets
+    qm = marking_depth(cast(FloatArray, q), hist_a, hist_q, acum, qptr, step)
+    qp = qm * inv_pkt  # the data plane compares the depth in packets
     p = np.where(qp >= kmax, 1.0, np.maximum((qp - kmin) * slope, 0.0))
     avail = q + arrivals
     dep_q = np.minimum(avail, serve)
     drops = np.maximum(avail - dep_q - buf, 0.0)
+    if hist_a.shape[0]:  # this step's kept arrivals, for the marking depth of later steps
+        acum += arrivals - drops
+        hist_a[step % hist_a.shape[0]] = acum
     dropped = bool(np.count_nonzero(drops))
     tot = b + inflow
     if dropped:
@@ -113,7 +123,8 @@ def _queues_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
                   serve: Any, buf: Any, tx: Any, txm: Any, drops_acc: Any, arr: Any,
                   q_arr: Any, qmax: Any, seen: Any, delivered: Any, send: Any, dep: Any,
                   mout: Any, q: Any, q_new: Any, dep_q: Any, got_m: Any,
-                  lost_f: Any) -> Any:  # pragma: no cover
+                  lost_f: Any, hist_a: Any, hist_q: Any, acum: Any, qptr: Any,
+                  step: Any) -> Any:  # pragma: no cover
     """The loop form of queues_numpy (compiled by numba; same operations, same order)."""
     nq = serve.shape[0]
     cap, H = b.shape
@@ -138,8 +149,19 @@ def _queues_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
     fdrop = np.zeros(nq)
     fdep = np.empty(nq)
     dropped = False
+    nh = hist_a.shape[0]
+    lo = step - nh + 1
     for j in range(nq):
-        qp = q[j] * inv_pkt
+        qj = q[j]
+        if nh:  # marking_depth
+            hist_q[step % nh, j] = qj
+            head = acum[j] - qj
+            ptr = max(qptr[j], lo)
+            while ptr < step and hist_a[ptr % nh, j] <= head + 0.5:  # enqmark.HALF_BYTE
+                ptr += 1
+            qptr[j] = ptr
+            qj = hist_q[ptr % nh, j]
+        qp = qj * inv_pkt
         if qp >= kmax[j]:
             p[j] = 1.0
         else:
@@ -156,6 +178,9 @@ def _queues_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
             fdrop[j] = dr / max(arrivals[j], 2.2250738585072014e-308)  # TINY
         fdep[j] = dq / max(kept, 2.2250738585072014e-308)  # TINY
         q_new[j] = kept - dq
+        if nh:
+            acum[j] += arrivals[j] - dr
+            hist_a[step % nh, j] = acum[j]
     depm_q = np.zeros(nq)
     n_done = 0
     for s in range(cap):
@@ -267,15 +292,15 @@ def _cnps_loops(got_m: Any, last_cnp: Any, cnps: Any, hbase: Any, step: Any, t0:
 
 _STEP_ARGS = """rate f8 remaining sent ok stop t0 thr b prev_dep prev_mout path last_hop kmin kmax
 slope inv_pkt serve buf tx txm drops_acc arr q_arr qmax seen delivered o_send o_dep o_mout
-o_q o_q_new o_dep_q o_got_m o_lost last_cnp cnps hbase step gap pkt dsteps fb_cnp
-n_cnp""".split()
+o_q o_q_new o_dep_q o_got_m o_lost hist_a hist_q acum qptr last_cnp cnps hbase step gap
+pkt dsteps fb_cnp n_cnp""".split()
 
 
 def fabric_numpy(*args: Any) -> tuple[bool, int, int]:
     """queues_numpy then cnps_numpy (on the step's marked deliveries): the arguments of
     both in ``_STEP_ARGS`` order; returns (dropped, n_done, CNPs drawn)."""
-    dropped, n_done = queues_numpy(*args[:35])
-    last_cnp, cnps, hbase, step, gap, pkt, dsteps, fb_cnp, n_cnp = args[35:]
+    last_cnp, cnps, hbase, step, gap, pkt, dsteps, fb_cnp, n_cnp = args[39:]
+    dropped, n_done = cast(Any, queues_numpy)(*args[:39], step)  # (mypy cannot count *args)
     fired = cnps_numpy(args[33], last_cnp, cnps, hbase, step, args[6], gap, pkt, dsteps,
                        fb_cnp, n_cnp)
     return dropped, n_done, fired
@@ -287,6 +312,7 @@ def _fabric_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
                   serve: Any, buf: Any, tx: Any, txm: Any, drops_acc: Any, arr: Any,
                   q_arr: Any, qmax: Any, seen: Any, delivered: Any, send: Any, dep: Any,
                   mout: Any, q: Any, q_new: Any, dep_q: Any, got_m: Any, lost_f: Any,
+                  hist_a: Any, hist_q: Any, acum: Any, qptr: Any,
                   last_cnp: Any, cnps: Any, hbase: Any, step: Any, gap: Any, pkt: Any,
                   dsteps: Any, fb_cnp: Any, n_cnp: Any) -> Any:  # pragma: no cover
     """fabric_numpy's compiled form: one call per step (numba's per-call cost is per
@@ -294,7 +320,8 @@ def _fabric_loops(rate: Any, f8: Any, remaining: Any, sent: Any, ok: Any, stop: 
     dropped, n_done = queues_numba(
         rate, f8, remaining, sent, ok, stop, t0, thr, b, prev_dep, prev_mout, path,
         last_hop, kmin, kmax, slope, inv_pkt, serve, buf, tx, txm, drops_acc, arr, q_arr,
-        qmax, seen, delivered, send, dep, mout, q, q_new, dep_q, got_m, lost_f)
+        qmax, seen, delivered, send, dep, mout, q, q_new, dep_q, got_m, lost_f, hist_a,
+        hist_q, acum, qptr, step)
     fired = cnps_numba(got_m, last_cnp, cnps, hbase, step, t0, gap, pkt, dsteps, fb_cnp,
                        n_cnp)
     return dropped, n_done, fired
@@ -343,7 +370,8 @@ def tiny_args() -> list[Any]:
             np.zeros(1), 0.0, np.zeros(1), f2.copy(), f2.copy(), f2.copy(),
             np.ones((1, 2), np.int64), np.zeros(1, np.int64), f1, f1 + 1.0, f1, 1.0,
             f1 + 1.0, f1 + 1.0, *(f1.copy() for _ in range(6)), np.zeros((1, 2), np.bool_),
-            np.zeros(1), *scratch(1, 2, 2), np.zeros(1), np.zeros(1, np.int64),
+            np.zeros(1), *scratch(1, 2, 2), *mark_history(2, 2), np.zeros(1),
+            np.zeros(1, np.int64),
             np.zeros(1, np.uint64), 0, 1.0, 1.0, np.ones(1, np.int64),
             np.zeros((2, 1), np.bool_), np.zeros(2, np.bool_)]
 
