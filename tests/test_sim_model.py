@@ -303,6 +303,20 @@ def test_mark_depth_option_is_checked() -> None:
         SimConfig(mark_depth="dequeue")
 
 
+def test_mark_history_rows_cover_the_drain_time_within_a_cap(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import p4cc.sim.engine as engine_mod
+
+    topo = parse_topo("star,hosts=3", "paper")
+    eng = Engine(topo, _sched([("h1", "h3")]), _line())
+    drain = topo.scale.buffer_bytes / (topo.scale.link_rate_bps * eng.dt / 8)
+    assert eng._marks[0].shape == (math.ceil(drain) + 2, eng.fabric.n_ports + 1)
+    assert Engine(topo, _sched([("h1", "h3")]), _line(mark_depth="departure")
+                  )._marks[0].shape[0] == 0
+    monkeypatch.setattr(engine_mod, "MARK_HISTORY_CELLS", 10 * (eng.fabric.n_ports + 1))
+    assert Engine(topo, _sched([("h1", "h3")]), _line())._marks[0].shape[0] == 10
+
+
 def test_queue_tail_option_is_checked() -> None:
     with pytest.raises(ConfigError, match="queue_tail"):
         SimConfig(queue_tail="lifo")

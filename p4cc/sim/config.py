@@ -17,7 +17,7 @@ from p4cc.sim.pfc import check_alpha
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
-#: SimConfig.mark_depth values (p4cc.sim.kernel)
+#: SimConfig.mark_depth values (p4cc.sim.enqmark)
 MARK_DEPTHS = ("enqueue", "departure")
 
 #: Options of an experiment spec that need the real data plane.  Keys are the option

@@ -42,7 +42,7 @@ from p4cc.controlplane.records import PortKey, PortTelemetry
 from p4cc.errors import ConfigError
 from p4cc.sim.cc import CcHook, make_hook
 from p4cc.sim.config import SimConfig
-from p4cc.sim.enqmark import mark_history
+from p4cc.sim.enqmark import MARK_HISTORY_CELLS, mark_history
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.fifo_tail import FifoTail
 from p4cc.sim.flows import FlowTable
@@ -97,11 +97,13 @@ class Engine(SlotPool):
         self.Dr = math.ceil((max_rtt + self.H * qmax) / self.dt) + 2
         self._dt8 = self.dt / 8.0
         self._serve = fab.rate_bps * (self.dt / 8.0)  # bytes a queue sends per step
-        # the marking depth's history: as many steps as the longest queue takes to drain
+        # the marking depth's history: as many steps as the longest queue takes to drain,
+        # at most MARK_HISTORY_CELLS in all (longer residences use the oldest row)
         rows = 0
         if cfg.mark_depth == "enqueue":
             drain = fab.buffer_bytes[:-1] / np.maximum(self._serve[:-1], 1e-300)
-            rows = math.ceil(float(np.max(drain, initial=0.0))) + 2
+            rows = min(math.ceil(float(np.max(drain, initial=0.0))) + 2,
+                       max(2, MARK_HISTORY_CELLS // (fab.n_ports + 1)))
         self._marks = mark_history(rows, fab.n_ports + 1)
         self._pkt = float(spec.scale.pkt_bytes)
         self._inv_pkt = 1.0 / self._pkt

@@ -18,6 +18,10 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Cumulative byte counts closer than this are equal (float sums of fluid steps).
 HALF_BYTE = 0.5
+#: The engine's history holds at most this many (step, queue) cells per array (4 Mi x
+#: 8 B = 32 MiB each); a buffer that takes longer to drain marks its oldest bytes by the
+#: oldest row.
+MARK_HISTORY_CELLS = 1 << 22
 
 
 def marking_depth(q: FloatArray, hist_a: FloatArray, hist_q: FloatArray, acum: FloatArray,
