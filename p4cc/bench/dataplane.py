@@ -60,6 +60,7 @@ from p4cc.constants import ECN_ECT0
 from p4cc.controlplane.bmv2config import device_config
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.controlplane.switch import SWITCH_CONFIG_NO_WATCH
+from p4cc.experiment.bmv2 import procmon
 from p4cc.topo.veth import veth_pairs
 
 PROGRAMS = ("l3min", "p4cc")
@@ -141,19 +142,9 @@ def rx_packets(ifname: str) -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU time of all live threads of ``pid``: the sum of their schedstat run times
-    (ns; proc(5) /proc/<pid>/task/<tid>/schedstat field 1), or user + system time in
-    clock ticks (proc(5) stat fields 14, 15) where the kernel has no schedstat."""
-    total_ns, found = 0, False
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                total_ns += int((task / "schedstat").read_text().split()[0])
-                found = True
-    if found:
-        return total_ns / 1e9
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU time of all live threads of ``pid`` (p4cc.experiment.bmv2.procmon.run_seconds:
+    schedstat run time in ns, or clock ticks without schedstat)."""
+    return procmon.run_seconds(pid)
 
 
 class Rig:

@@ -27,15 +27,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def wait_seconds(pid: int) -> float:
-    """Run-queue wait of all threads of ``pid`` so far (schedstat run_delay)."""
-    total = 0
+def _schedstat_seconds(pid: int, field: int) -> float | None:
+    """Sum of one schedstat field (ns) over the live threads of ``pid``, in seconds;
+    None when no thread has a readable schedstat (a kernel without schedstats)."""
+    total, found = 0, False
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[1])
+            total += int((task / "schedstat").read_text().split()[field])
+            found = True
         except (OSError, IndexError, ValueError):
             continue  # a thread that just exited
-    return total / 1e9
+    return total / 1e9 if found else None
+
+
+def wait_seconds(pid: int) -> float:
+    """Run-queue wait of all threads of ``pid`` so far (schedstat run_delay)."""
+    return _schedstat_seconds(pid, 1) or 0.0
+
+
+def run_seconds(pid: int) -> float:
+    """CPU time of all live threads of ``pid`` so far, to the nanosecond (schedstat
+    field 1, time on a CPU); ``cpu_seconds``' 10-ms clock ticks where the kernel keeps
+    no schedstat."""
+    ran = _schedstat_seconds(pid, 0)
+    return cpu_seconds(pid) if ran is None else ran
 
 
 def if_packets(ifnames: Sequence[str], counter: str = "rx_packets") -> int:
