@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from p4cc.experiment.bmv2.collect import _started_order
+from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import FlowSpec
 
@@ -35,11 +36,48 @@ def test_chain_across_senders_through_the_completions_file(tmp_path: Path) -> No
     a.completed(_spec(10), 0.7)
     b.completed(_spec(50), 0.7)  # B's own completions do not confuse what it reads
     (r,) = b.due(0.8)
-    assert r.ref == 11 and r.start_s == 0.8
+    assert r.ref == 11 and r.start_s == 0.7  # due at A's completion, read at 0.8
     assert not b.exhausted()  # 12 still waits for a flow someone may complete
     assert sorted(b.not_started(), key=lambda s: s.ref)[0].ref == 12
     a.close()
     b.close()
+    assert not list((tmp_path / "completions.wake").iterdir())  # sockets removed
+
+
+def test_another_senders_start_and_completion_wake_the_waiting_sender(tmp_path: Path
+                                                                     ) -> None:
+    """B waits for A's flow 10: A's start line lets B set flow 11 up ahead, and A's
+    start and completion each make B's wake-up socket readable (a select wakes at once);
+    a completion line from the future (clocks a hair apart) releases at the reader's now."""
+    import select
+
+    shared = tmp_path / "completions"
+    a = FlowChain([_spec(10), _spec(20, after=10)], shared)  # 20 follows 10 on A itself
+    b = FlowChain([_spec(11, after=10)], shared)
+    assert b.wake_socket is not None and a.wake_socket is not None
+    assert b.standing_by(0.0, 0.1) == []  # 10 has not started
+    assert [s.ref for s in a.due(0.0)] == [10]  # A writes "s 10": B waits for it
+    assert select.select([b.wake_socket], [], [], 1.0)[0] == [b.wake_socket]
+    assert b.due(0.1) == []  # (reads the file, drains the wake-up)
+    assert select.select([b.wake_socket], [], [], 0.0)[0] == []
+    assert [s.ref for s in b.standing_by(0.1, 0.1)] == [11]
+    a.completed(_spec(10), 0.5)
+    assert [s.ref for s in a.due(0.5)] == [20]  # A's own waiter
+    assert select.select([b.wake_socket], [], [], 1.0)[0] == [b.wake_socket]
+    (r,) = b.due(0.45)
+    assert r.ref == 11 and r.start_s == 0.45
+    text = shared.read_text().split("\n")
+    assert text[:2] == ["s 10", "10 0.500000"], text
+    a.close()
+    b.close()
+
+
+def test_no_wake_socket_for_a_path_too_long(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    ch = FlowChain([_spec(1, after=0)], deep / "completions")
+    assert ch.wake_socket is None and not (deep / "completions.wake").exists()
+    ch.close()
 
 
 def test_released_after_stop_is_skipped() -> None:
@@ -84,3 +122,31 @@ def test_released_flows_with_a_later_start_are_handed_out_ahead_of_it() -> None:
     assert [s.ref for s in ch.standing_by(2.46, 0.05)] == [1]
     assert ch.standing_by(2.47, 0.05) == []
     assert [s.ref for s in ch.due(2.5)] == [1]
+
+
+def _bmv2_send_args(spec: ExperimentSpec, tmp_path: Path) -> list[str]:
+    from p4cc.experiment.bmv2.launch import HostProcesses
+    from p4cc.experiment.schedule import build_schedule
+
+    topo = spec.topo()
+    schedule, _events = build_schedule(spec, 1, topo)
+    hosts = HostProcesses(None, spec, topo, schedule, tmp_path, lambda line: None)
+    src = str(schedule["src"].iloc[0])
+    return hosts._send_args(src, tmp_path, "dcqcn", 0.016)
+
+
+def test_bmv2_senders_share_a_completions_file_only_when_flows_are_chained(tmp_path: Path
+                                                                          ) -> None:
+    """The completions file (and its wake-ups) costs every completion a write and a
+    datagram per sender: a schedule without ``after`` runs without it."""
+    from p4cc.experiment.default import DEFAULT_SPEC
+    from p4cc.experiment.spec import load_spec, parse_spec
+
+    assert "--completions" not in _bmv2_send_args(load_spec(DEFAULT_SPEC), tmp_path)
+    storage = parse_spec({"name": "st", "backend": "bmv2", "scale": "testbed-5m",
+                          "topology": "star,hosts=4", "duration_s": 2, "seed": 1,
+                          "agents": ["secn1"], "host_cc": "dcqcn",
+                          "workloads": [{"type": "storage", "tag": "vdi", "pattern": "vdi",
+                                         "io_depth": 2}]})
+    argv = _bmv2_send_args(storage, tmp_path)
+    assert argv[argv.index("--completions") + 1] == str(tmp_path / "completions")

@@ -73,3 +73,31 @@ def test_a_flow_below_the_floor_is_paced_by_the_sender() -> None:
     assert slow["completed"] and abs(slow["fct_s"] - want) / want < 0.1, (slow, want)
     fast = run(3e5, 1e5)  # above the floor: handed to the (stand-in) HTB class at once
     assert fast["completed"] and fast["fct_s"] < 0.2 * want, fast
+
+
+class LinkPacer(StandInPacer):
+    """A stand-in with the host's NIC rate (PacerConfig.link_rate_bps)."""
+
+    def __init__(self, link_bps: float | None) -> None:
+        super().__init__(0.0)
+        self.cfg = type("Cfg", (), {"link_rate_bps": link_bps})()
+
+
+def refill_wait(rate: float, backlogged: int, link_bps: float | None) -> float:
+    tx = Sender([FlowSpec("127.0.0.1", 1000)], lambda _s: Fixed(rate),
+                SenderConfig(pkt_bytes=1000))
+    tx._pacer = LinkPacer(link_bps)  # type: ignore[assignment]
+    tx._backlogged = backlogged
+    return tx._refill_wait(rate)
+
+
+def test_a_full_class_waits_for_the_rate_its_class_drains_at() -> None:
+    """Half a packet time at the flow's rate when it has the NIC alone; at its share of
+    the NIC when other flows with data share it; always within 0.2-5 ms."""
+    pkt_bits = (1000 + wire.ETH_LEN) * 8
+    assert refill_wait(4e6, 1, 5e6) == pkt_bits / 4e6 / 2  # alone: its own rate
+    assert refill_wait(4e6, 4, 20e6) == pkt_bits / 4e6 / 2  # its share is above its rate
+    assert refill_wait(4e6, 4, 10e6) == pkt_bits / 2.5e6 / 2  # 10 Mb/s among 4
+    assert refill_wait(4e6, 16, 5e6) == 5e-3  # 16 on 5 Mb/s: 26 ms a packet, capped
+    assert refill_wait(4e6, 16, None) == pkt_bits / 4e6 / 2  # no link class: no sharing
+    assert refill_wait(1e9, 1, None) == 2e-4  # floor

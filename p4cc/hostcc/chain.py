@@ -3,21 +3,42 @@
 A FlowSpec with ``after >= 0`` starts when the flow whose ``ref`` is ``after`` has
 completed (and not before its own ``start_s``), as the simulator plays a schedule's
 ``after`` column (p4cc.sim.flows: ready = max(start, completion)).  The flow it waits
-for may belong to another host's sender: every sender appends the ``ref`` of each flow
-it completes to one shared *completions* file (one line each; O_APPEND writes of a line
-are atomic) and the senders with waiting flows read what the others appended.  A flow
-released after its ``stop_s`` is not started (the workload has ended).
+for may belong to another host's sender: every sender appends to one shared
+*completions* file (one line per event; O_APPEND writes of a line are atomic)
+
+* ``REF T`` when flow ``REF`` completed, ``T`` on the run clock (the senders share it:
+  their t0 is the run's), so a flow released by another host's completion is due at
+  that completion, as in the simulator, and a late start shows in its ``start_s``;
+* ``s REF`` when flow ``REF`` started, so that the sender of the flow waiting for it
+  sets that flow up ahead (socket, controller, HTB class) as it does for its own chains.
+
+The senders with waiting flows read what the others appended.  Each sender also binds
+a Unix datagram socket in ``<completions>.wake/`` and every append sends one byte to
+the others' sockets: a sender waiting in ``select`` reads the file at once, not at its
+next timed pass (up to 5 ms later).  (Path sockets, not abstract ones: each host has
+its own network namespace, and abstract Unix sockets belong to one.)  A flow released
+after its ``stop_s`` is not started (the workload has ended).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
+import itertools
+import logging
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from p4cc.hostcc.flow import FlowSpec
+
+log = logging.getLogger(__name__)
+
+_CHAINS = itertools.count()  # wake-up sockets of this process (tests run several)
+#: longest path a Unix socket can bind (sun_path is 108 bytes with its NUL)
+_SUN_PATH_MAX = 107
 
 
 class FlowChain:
@@ -39,23 +60,74 @@ class FlowChain:
         self.started: set[int] = set()
         self.skipped = 0  # released after their stop_s
         self._done: set[int] = set()
+        #: refs that started (here or at another sender) and that flows here wait for:
+        #: what ``standing_by`` looks at (not every waiting flow, at every pass)
+        self._armed: set[int] = set()
         self._path = Path(completions) if completions else None
         self._fd: int | None = None  # reads (its own offset: what we have seen)
         self._wfd: int | None = None  # appends (an O_APPEND write moves its offset)
         self._buf = b""
+        #: this sender's wake-up socket (readable when another sender appended)
+        self.wake_socket: socket.socket | None = None
+        self._wake_path: Path | None = None
         if self._path is not None:
             self._wfd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
             self._fd = os.open(self._path, os.O_RDONLY)
+            self._bind_wake(self._path.with_name(self._path.name + ".wake"))
+
+    def _bind_wake(self, folder: Path) -> None:
+        path = folder / f"{os.getpid()}.{next(_CHAINS)}"
+        if len(os.fsencode(path)) > _SUN_PATH_MAX:
+            log.info("chain: %s is too long for a Unix socket; chained flows are noticed at "
+                     "the sender's next pass (<= 5 ms)", path)
+            return
+        folder.mkdir(exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a socket left by an earlier process with this pid
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            s.bind(os.fsdecode(path))
+        except OSError:
+            s.close()
+            raise
+        s.setblocking(False)
+        self.wake_socket, self._wake_path = s, path
 
     def close(self) -> None:
         for fd in (self._fd, self._wfd):
             if fd is not None:
                 os.close(fd)
         self._fd = self._wfd = None
+        if self.wake_socket is not None:
+            self.wake_socket.close()
+            self.wake_socket = None
+        if self._wake_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                self._wake_path.unlink()
+            self._wake_path = None
+
+    def _append(self, line: str) -> None:
+        """Append one line to the completions file and wake the other senders."""
+        if self._wfd is None:
+            return
+        os.write(self._wfd, line.encode())
+        if self._wake_path is None or self.wake_socket is None:
+            return
+        for peer in self._wake_path.parent.iterdir():
+            if peer == self._wake_path:
+                continue
+            try:  # a wake-up only: a full or vanished peer has nothing to lose
+                self.wake_socket.sendto(b"!", os.fsdecode(peer))
+            except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
+                pass
 
     @property
     def waiting(self) -> int:
         return sum(len(v) for v in self._waiting.values())
+
+    def any_waiting(self) -> bool:
+        """Whether a flow still waits for another to complete (cheaper than ``waiting``)."""
+        return bool(self._waiting)
 
     def next_start(self) -> float:
         return self._heap[0][0] if self._heap else float("inf")
@@ -81,6 +153,10 @@ class FlowChain:
                 heapq.heappush(self._released, (ready, i))
 
     def _read_others(self, t: float) -> None:
+        if self.wake_socket is not None:
+            with contextlib.suppress(BlockingIOError):
+                while self.wake_socket.recv(64):
+                    pass
         if self._fd is None or not self._waiting:
             return
         while True:
@@ -90,8 +166,13 @@ class FlowChain:
             self._buf += chunk
         *lines, self._buf = self._buf.split(b"\n")
         for line in lines:
-            if line.strip():
-                self._release(int(line), t)
+            parts = line.split()
+            if len(parts) == 2 and parts[0] == b"s":
+                self._arm(int(parts[1]))
+            elif len(parts) == 2:  # completed at a time on the run clock, not later than now
+                self._release(int(parts[0]), min(float(parts[1]), t))
+            elif len(parts) == 1:
+                self._release(int(parts[0]), t)
 
     def due(self, t: float) -> list[FlowSpec]:
         """The flows to start now, their ``start_s`` set to when they became due."""
@@ -104,6 +185,9 @@ class FlowChain:
                 self.skipped += 1
                 continue
             self.started.add(i)
+            self._arm(spec.ref)
+            if spec.ref >= 0:  # (another sender may wait for it too)
+                self._append(f"s {spec.ref}\n")
             out.append(spec if ready == spec.start_s else replace(spec, start_s=ready))
         return out
 
@@ -111,35 +195,42 @@ class FlowChain:
         """``spec`` completed at ``t``: release who waits for it, here and elsewhere."""
         if spec.ref < 0:
             return
-        if self._wfd is not None:
-            os.write(self._wfd, f"{spec.ref}\n".encode())
+        self._append(f"{spec.ref} {t:.6f}\n")
         self._release(spec.ref, t)
 
     def standing_by(self, t: float, ahead_s: float) -> list[FlowSpec]:
         """Chained flows to set up ahead, each handed out once: those released (the flow
         they waited for has completed) whose start is within ``ahead_s`` of ``t``, and
         those still waiting that may be released any moment -- the flow each waits for
-        is this sender's own and has started, and its own ``start_s`` is within
-        ``ahead_s`` of ``t``.  The sender sets them up ahead (socket, controller, HTB
-        class) as it does scheduled flows, so a start does not wait for the set-up (a
-        closed-loop all-to-all on BMv2 started its chained flows 2.5 ms late at the
-        median, 10 % of them more than one base RTT).  Flows still waiting for another
-        sender's flow are not: when that starts cannot be seen from here."""
+        has started (this sender's, or another's whose start is in the completions file),
+        and its own ``start_s`` is within ``ahead_s`` of ``t``.  The sender sets them up
+        ahead (socket, controller, HTB class) as it does scheduled flows, so a start
+        does not wait for the set-up (a closed-loop all-to-all on BMv2 started its
+        chained flows 2.5 ms late at the median, 10 % of them more than one base RTT)."""
         out = []
         while self._released and self._released[0][0] <= t + ahead_s:
             _ready, i = heapq.heappop(self._released)
             if i not in self._standby and i not in self.started:
                 self._standby.add(i)
                 out.append(self.specs[i])
-        for ref, waiters in self._waiting.items():
-            j = self._index.get(ref)
-            if j is None or j not in self.started:
-                continue
-            for i in waiters:
-                if i not in self._standby and self.specs[i].start_s <= t + ahead_s:
+        for ref in list(self._armed):
+            later = False  # a waiter whose own start is beyond the lead
+            for i in self._waiting.get(ref, []):
+                if i in self._standby:
+                    continue
+                if self.specs[i].start_s <= t + ahead_s:
                     self._standby.add(i)
                     out.append(self.specs[i])
+                else:
+                    later = True
+            if not later:
+                self._armed.discard(ref)
         return out
+
+    def _arm(self, ref: int) -> None:
+        """Flow ``ref`` started: the flows here waiting for it may be set up ahead."""
+        if ref >= 0 and ref in self._waiting:
+            self._armed.add(ref)
 
     def not_started(self) -> list[FlowSpec]:
         return [s for i, s in enumerate(self.specs) if i not in self.started]

@@ -14,6 +14,7 @@ import struct
 
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import Flow
+from p4cc.hostcc.pacing import HtbPacer
 from p4cc.hostcc.rtt_samples import TX_STAMP, TxStamps
 from p4cc.hostcc.sender_config import SenderConfig
 
@@ -26,6 +27,8 @@ class SendPaths:
     cfg: SenderConfig
     icmp_errors: int
     _stamps: TxStamps
+    _pacer: HtbPacer | None
+    _backlogged: int  # flows with data that HTB paces, counted each pass
 
     def _send(self, sock: socket.socket, buf: bytes,
               cmsg: list[tuple[int, int, bytes]] | None = None) -> bool:
@@ -40,6 +43,20 @@ class SendPaths:
         except ConnectionRefusedError:
             self.icmp_errors += 1
             return False
+
+    def _refill_wait(self, rate: float) -> float:
+        """How long a flow whose HTB class is full waits for room: half a packet time at
+        the rate the class drains, within 0.2-5 ms.  That rate is the flow's own, or less
+        when the flows with data share the host's NIC (the pacer's link class): about the
+        NIC's rate divided among them.  (Waking at the flow's own rate while 16 flows
+        shared a NIC made the sender pass over every flow once per packet time of the NIC
+        -- ~0.4 CPU-s/s per host in a storage run (docs/hostcc.md).)"""
+        drain = rate
+        link = self._pacer.cfg.link_rate_bps if self._pacer is not None else None
+        if link is not None and self._backlogged > 1:
+            drain = min(rate, link / self._backlogged)
+        gap = (self.cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / drain
+        return min(max(gap / 2, 2e-4), 5e-3)
 
     def _send_paced(self, flow: Flow, sock: socket.socket, t: float, rate: float) -> bool:
         """Keep a few ms of packets queued in the flow's HTB class; False when full."""

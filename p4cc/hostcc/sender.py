@@ -80,6 +80,7 @@ class Sender(SendPaths):
         self.t0 = 0.0
         self.t0_epoch = 0.0
         self.cpu_s = 0.0
+        self.passes = 0  # calls of step
         self.icmp_errors = 0
         #: scheduled flows whose ECMP source port was taken (sent from any port instead)
         self.sport_fallbacks = 0
@@ -100,6 +101,7 @@ class Sender(SendPaths):
         self._fcts: RecordWriter | None = None
         self._active: list[tuple[Flow, socket.socket, dict[str, float]]] = []
         self._next_trace = 0.0
+        self._backlogged = 0  # flows with data paced by HTB, counted each pass
         self._srtt: dict[str, float] = {}  # latest srtt per destination: seeds new flows' RTO
         self._cpu0 = 0.0
         self._closed = False
@@ -201,8 +203,12 @@ class Sender(SendPaths):
         return self
 
     def readers(self) -> list[socket.socket]:
-        """The sockets of the running flows: a reply on one is a reason to ``step``."""
-        return [s for _f, s, _st in self._active]
+        """The sockets of the running flows: a reply on one is a reason to ``step``; and
+        the chain's wake-up socket while flows wait for another sender's."""
+        socks = [s for _f, s, _st in self._active]
+        if self.chain.wake_socket is not None and self.chain.any_waiting():
+            socks.append(self.chain.wake_socket)
+        return socks
 
     def close(self) -> None:
         """Tear down the pacing, write the FCT records of the flows not written yet,
@@ -239,12 +245,14 @@ class Sender(SendPaths):
         monotonic time of the next pass (sooner if a socket in ``readers`` becomes
         readable); None once every flow is done."""
         cfg, chain, active = self.cfg, self.chain, self._active
+        self.passes += 1
         t = time.monotonic() - self.t0
         self._start_due(t)
         self._prepare(t)
         if not active and chain.exhausted():
             return None
         wake = min(t + 0.005, chain.next_start())
+        self._backlogged = sum(1 for f, _s, st in active if f.has_data() and not st.get("gated"))
         for flow, sock, st in active:  # an empty socket costs two failed reads: skip it
             wake = min(wake, self._serve(flow, sock, st, ready is None or sock in ready))
         t = time.monotonic() - self.t0
@@ -268,6 +276,7 @@ class Sender(SendPaths):
                 self._fct_written.add(rec["flow_id"])
         if not active and chain.exhausted():  # done now: not one pass later
             return None
+        wake = min(wake, chain.next_start())  # flows released by the completions above
         # real-time from start_rt_lead_s before a flow's start until it started
         self.boost.set(chain.next_start() <= max(wake, t + cfg.start_rt_lead_s))
         return self.t0 + wake
@@ -309,7 +318,6 @@ class Sender(SendPaths):
                ) -> float:
         """Read one flow's replies (``drain``), probe, follow its rate, send; when it
         next needs a pass (run clock)."""
-        cfg = self.cfg
         if drain:
             self._drain(flow, sock)
         t = time.monotonic() - self.t0
@@ -332,8 +340,7 @@ class Sender(SendPaths):
             return min(wake, self._send_user(flow, sock, st, rate, t, queued=True))
         st["gated"] = 0.0
         if not self._send_paced(flow, sock, t, rate):
-            gap = (cfg.pkt_bytes + wire.ETH_LEN) * 8.0 / rate
-            wake = min(wake, t + min(max(gap / 2, 2e-4), 5e-3))
+            wake = min(wake, t + self._refill_wait(rate))
         return wake
 
     def _prepare(self, t: float) -> None:

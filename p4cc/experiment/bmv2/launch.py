@@ -196,12 +196,19 @@ class HostProcesses:
         return ["--schedule", str(d / "schedule.json"), "--cc", cc, "--dev", f"{h}-eth0",
                 "--out", str(d / "send"), "--probe-interval", f"{probe:g}",
                 "--probe-max-pps", f"{self.probe_cap:g}", "--pad",
-                "--completions", str(self.hosts_dir / "completions"),
+                *self._chain_args(),
                 "--start-rt-prio", str(HOST_START_RT_PRIO),
                 "--start-rt-lead", f"{HOST_START_RT_LEAD_S:g}", "--deadline",
                 f"{max(self.spec.duration_s, last) + SENDER_DEADLINE_SLACK_S:g}",
                 *quiet_args(cc),
                 *([] if self.ack_every is None else ["--ack-every", str(self.ack_every)])]
+
+    def _chain_args(self) -> list[str]:
+        """The shared completions file, when any flow waits for another (``after``)."""
+        after = self.sized["after"] if "after" in self.sized else None
+        if after is None or not (after.fillna(-1).astype(int) >= 0).any():
+            return []
+        return ["--completions", str(self.hosts_dir / "completions")]
 
     def _iperf3_port(self, flow_id: int) -> int:
         return IPERF_BASE_PORT + [int(x) for x in self.bulk_rows["flow_id"]].index(flow_id)
