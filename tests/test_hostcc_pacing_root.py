@@ -198,7 +198,9 @@ def test_flows_sharing_the_nic_keep_it_busy_with_few_passes(net: Net) -> None:
     """Sixteen flows asking 4 Mb/s each on a 5 Mb/s host link: each class drains at
     ~0.3 Mb/s, so a full class waits ~5 ms for room (Sender._refill_wait), not half a
     packet time at 4 Mb/s (~1 ms, every flow re-served each time).  The link stays busy
-    (the sum within 10 % of it) with at most one sender pass per packet on the link."""
+    (the sum within 10 % of it) with fewer than 1.4 sender passes per packet on the link
+    (0.8-1.1 here, on an idle and a busy machine; 1.5-1.8 with the wait at the flow's
+    own rate)."""
     rx, tx = start_pair(net, [4e6] * 16, 10_000_000, link_rate_bps=5e6,
                         probe_interval_s=0.05)
     try:
@@ -215,7 +217,7 @@ def test_flows_sharing_the_nic_keep_it_busy_with_few_passes(net: Net) -> None:
     total = sum(got.values())
     assert abs(total - 5e6) / 5e6 < 0.1, f"sum {total:.0f} b/s on a 5 Mb/s link cap"
     link_pkts = 5e6 * dt / ((1000 + wire.ETH_LEN) * 8)
-    assert passes < link_pkts, f"{passes} passes for {link_pkts:.0f} packets on the link"
+    assert passes < 1.4 * link_pkts, f"{passes} passes for {link_pkts:.0f} link packets"
 
 
 @pytest.mark.parametrize("debt_s", [0.01, 0.0])
@@ -311,6 +313,39 @@ def test_cnp_interval_and_probe_reply(net: Net) -> None:
     assert recs[0]["ce_pkts"] > 100
     assert 15 <= len(cnp_times) <= 21, cnp_times
     assert min(gaps) >= interval * 0.9
+
+
+def _class_line(net: Net, classid: str) -> str:
+    out = subprocess.run(["ip", "netns", "exec", net.a, "tc", "class", "show", "dev", net.va,
+                          "classid", classid], capture_output=True, text=True).stdout
+    return out.strip()
+
+
+@pytest.mark.parametrize("link", [None, 5e6])
+def test_rate_changes_through_tc_batch_reach_the_class(net: Net, link: float | None) -> None:
+    """The pacer hands rate changes to its ``tc -batch`` child (p4cc.hostcc.tcbatch): the
+    class's ceiling follows each change, a change tc refuses is counted as an error, and
+    the child is gone after ``close``."""
+    p = HtbPacer(PacerConfig(dev=net.va, netns=net.a, link_rate_bps=link)).start()
+    try:
+        assert p.stats.batch and p._tc is not None
+        tc_pid = p._tc.pid
+        cls = p.add_flow(30000, 1e6)
+        name = f"cc:{cls & 0xFFFF:x}"
+        for mbps in (3, 2, 4):
+            p.set_rate(30000, mbps * 1e6)
+            assert wait_for(lambda m=mbps: f"ceil {m}Mbit" in _class_line(net, name), 2.0), \
+                _class_line(net, name)
+        assert ("parent cc:2" in _class_line(net, name)) == (link is not None)
+        subprocess.run(["ip", "netns", "exec", net.a, "tc", "qdisc", "del", "dev", net.va,
+                        "root"], check=True)  # the classes go behind the pacer's back
+        p.set_rate(30000, 1e6)
+        assert wait_for(lambda: p._tc is not None and p._tc.errors == 1, 2.0)
+    finally:
+        p.close()
+    assert p.stats.errors == 1
+    assert not os.path.exists(f"/proc/{tc_pid}") or \
+        open(f"/proc/{tc_pid}/stat").read().split()[2] == "Z"
 
 
 def test_pacer_teardown_removes_only_its_qdisc(net: Net) -> None:

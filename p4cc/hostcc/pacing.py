@@ -48,6 +48,7 @@ from typing import Any
 
 from p4cc.constants import ROCE_PORT
 from p4cc.errors import ConfigError, P4ccError
+from p4cc.hostcc.tcbatch import TcBatch, change_line
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,9 @@ class PacerConfig:
     burst_s: float = field(default=1e-3, metadata={"help": "HTB burst = mtu + rate × this"})
     link_rate_bps: float | None = field(
         default=None, metadata={"help": "cap the flows' sum at this rate (the NIC's)"})
+    batch_tc: bool = field(
+        default=True, metadata={"help": "change flow rates through one `tc -batch` process "
+                                "(p4cc.hostcc.tcbatch; pyroute2 if there is no tc)"})
 
     def __post_init__(self) -> None:
         if not 0 <= self.ceil_floor_bps < float("inf"):
@@ -123,6 +127,7 @@ class PacerStats:
     errors: int = 0
     last_apply_s: float = 0.0
     max_apply_s: float = 0.0
+    batch: bool = False  # rate changes through ``tc -batch`` (time = handing one over)
 
 
 class HtbPacer:
@@ -142,6 +147,7 @@ class HtbPacer:
         self._wanted: dict[int, float] = {}  # classid -> latest rate requested (clamped)
         self._next_minor = FIRST_FLOW_MINOR
         self._ipr: Any = None
+        self._tc: TcBatch | None = None  # rate changes (p4cc.hostcc.tcbatch)
         self._index = 0
         self._created = False
         self._thread: threading.Thread | None = None
@@ -243,6 +249,12 @@ class HtbPacer:
         except BaseException as exc:
             self._fail_commands(exc)
             return
+        if self.cfg.batch_tc:
+            try:  # started here: in this thread's network namespace
+                self._tc = TcBatch()
+                self.stats.batch = True
+            except (OSError, P4ccError) as exc:
+                log.info("%s: rate changes through pyroute2 (%s)", self.cfg.dev, exc)
         try:
             while True:
                 self._wake.wait(0.1)
@@ -262,12 +274,20 @@ class HtbPacer:
                 self._apply_pending()
         finally:
             try:
+                self._close_batch()
                 if self._created:
                     self._teardown()
             except P4ccError as exc:
                 log.error("%s", exc)
             finally:
                 self._ipr.close()
+
+    def _close_batch(self) -> None:
+        """Let tc finish the changes it was handed, before the classes go."""
+        if self._tc is not None:
+            self._tc.close()
+            self.stats.errors += self._tc.errors
+            self._tc = None
 
     def _fail_commands(self, exc: BaseException) -> None:
         deadline = time.monotonic() + 2.0
@@ -302,6 +322,13 @@ class HtbPacer:
     def _class(self, cmd: str, classid: int, bps: float) -> None:
         burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
         flow = classid & 0xFFFF >= FIRST_FLOW_MINOR
+        if cmd == "change-class" and flow and self._tc is not None:
+            under = self.cfg.link_rate_bps is not None
+            self._tc.send(change_line(
+                self.cfg.dev, self._root | (LINK_CLASS_MINOR if under else 0), classid,
+                min(bps, self.cfg.min_rate_bps) if under else bps, bps, burst, self.cfg.mtu,
+                self.cfg.mtu if under else None))
+            return
         if flow and self.cfg.link_rate_bps is not None:
             # under the link class: the CC rate is the ceil, the rate a floor (see top)
             self._ipr.tc(cmd, "htb", self._index, classid,
@@ -355,6 +382,7 @@ class HtbPacer:
         return classid
 
     def _teardown(self) -> None:
+        self._close_batch()
         if not self._created:
             return
         self._created = False
