@@ -104,6 +104,8 @@ class FlowChain:
         if self._wake_path is not None:
             with contextlib.suppress(FileNotFoundError):
                 self._wake_path.unlink()
+            with contextlib.suppress(OSError):  # the last sender out removes the folder
+                self._wake_path.parent.rmdir()
             self._wake_path = None
 
     def _append(self, line: str) -> None:
