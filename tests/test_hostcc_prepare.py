@@ -148,6 +148,7 @@ def test_flows_that_start_after_another_are_set_up_while_it_runs() -> None:
     assert first_end - by_ref[0]["start_s"] > 2 * SETUP_S  # (it runs long enough)
     assert by_ref[1]["start_s"] >= first_end  # released by flow 0's completion ...
     assert by_ref[1]["start_s"] - first_end < 0.5 * SETUP_S  # ... and not set up then
+    assert by_ref[1]["sched_start_s"] == first_end  # due when flow 0's last ACK came
     assert sum(t < first_end for t in pacer.added) == 3  # every class made before
     assert by_ref[2]["start_s"] - 0.3 < SETUP_S  # prepared
 

@@ -194,7 +194,8 @@ class FlowChain:
         return out
 
     def completed(self, spec: FlowSpec, t: float) -> None:
-        """``spec`` completed at ``t``: release who waits for it, here and elsewhere."""
+        """``spec`` completed at ``t`` (run clock: when its last ACK arrived): release
+        who waits for it, here and elsewhere, as due at ``t``."""
         if spec.ref < 0:
             return
         self._append(f"{spec.ref} {t:.6f}\n")

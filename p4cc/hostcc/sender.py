@@ -255,6 +255,10 @@ class Sender(SendPaths):
         self._backlogged = sum(1 for f, _s, st in active if f.has_data() and not st.get("gated"))
         for flow, sock, st in active:  # an empty socket costs two failed reads: skip it
             wake = min(wake, self._serve(flow, sock, st, ready is None or sock in ready))
+            if flow.done and not st.get("released"):  # release its waiters at once
+                st["released"] = 1.0
+                end = flow.end_t if flow.end_t is not None else time.monotonic() - self.t0
+                chain.completed(flow.spec, end)
         t = time.monotonic() - self.t0
         if t >= self._next_trace:
             self._next_trace = t + cfg.trace_interval_s
@@ -270,13 +274,12 @@ class Sender(SendPaths):
             self.probe_schedule.remove(item[0].id)
             rec = item[0].record(item[1].getsockname()[1], self.t0_epoch)
             rec["ref"] = item[0].spec.ref
-            chain.completed(item[0].spec, time.monotonic() - self.t0)
             if self._fcts is not None:
                 self._fcts.write(rec)
                 self._fct_written.add(rec["flow_id"])
         if not active and chain.exhausted():  # done now: not one pass later
             return None
-        wake = min(wake, chain.next_start())  # flows released by the completions above
+        wake = min(wake, chain.next_start())  # flows released by this pass's completions
         # real-time from start_rt_lead_s before a flow's start until it started
         self.boost.set(chain.next_start() <= max(wake, t + cfg.start_rt_lead_s))
         return self.t0 + wake
