@@ -354,6 +354,27 @@ def test_rate_changes_through_tc_batch_reach_the_class(net: Net, link: float | N
         open(f"/proc/{tc_pid}/stat").read().split()[2] == "Z"
 
 
+def test_a_dead_tc_batch_child_falls_back_to_netlink(net: Net) -> None:
+    """When the pacer's ``tc -batch`` child dies, the next rate change says so in the
+    log and goes over pyroute2, and so do the later ones: the class still follows."""
+    import signal
+
+    p = HtbPacer(PacerConfig(dev=net.va, netns=net.a, link_rate_bps=5e6)).start()
+    try:
+        assert p._tc is not None
+        cls = p.add_flow(30000, 1e6)
+        name = f"cc:{cls & 0xFFFF:x}"
+        os.kill(p._tc.pid, signal.SIGKILL)  # the child this pacer started
+        assert wait_for(lambda: p._tc is not None and not p._tc.alive(), 2.0)
+        for mbps in (3, 2):
+            p.set_rate(30000, mbps * 1e6)
+            assert wait_for(lambda m=mbps: f"ceil {m}Mbit" in _class_line(net, name), 2.0), \
+                _class_line(net, name)
+        assert not p.stats.batch and p._tc is None
+    finally:
+        p.close()
+
+
 def test_pacer_teardown_removes_only_its_qdisc(net: Net) -> None:
     p = HtbPacer(PacerConfig(dev=net.va, netns=net.a)).start()
     p.add_flow(30000, 1e6)

@@ -118,9 +118,9 @@ class FlowChain:
         for peer in self._wake_path.parent.iterdir():
             if peer == self._wake_path:
                 continue
-            try:  # a wake-up only: a full or vanished peer has nothing to lose
+            try:  # a wake-up only: a full, vanished or odd peer has nothing to lose
                 self.wake_socket.sendto(b"!", os.fsdecode(peer))
-            except (BlockingIOError, ConnectionRefusedError, FileNotFoundError):
+            except OSError:
                 pass
 
     @property

@@ -324,11 +324,17 @@ class HtbPacer:
         flow = classid & 0xFFFF >= FIRST_FLOW_MINOR
         if cmd == "change-class" and flow and self._tc is not None:
             under = self.cfg.link_rate_bps is not None
-            self._tc.send(change_line(
-                self.cfg.dev, self._root | (LINK_CLASS_MINOR if under else 0), classid,
-                min(bps, self.cfg.min_rate_bps) if under else bps, bps, burst, self.cfg.mtu,
-                self.cfg.mtu if under else None))
-            return
+            try:
+                self._tc.send(change_line(
+                    self.cfg.dev, self._root | (LINK_CLASS_MINOR if under else 0), classid,
+                    min(bps, self.cfg.min_rate_bps) if under else bps, bps, burst,
+                    self.cfg.mtu, self.cfg.mtu if under else None))
+                return
+            except P4ccError as exc:  # tc is gone: this change and the next ones by netlink
+                log.warning("%s: %s; rate changes through pyroute2 from now on",
+                            self.cfg.dev, exc)
+                self._close_batch()
+                self.stats.batch = False
         if flow and self.cfg.link_rate_bps is not None:
             # under the link class: the CC rate is the ceil, the rate a floor (see top)
             self._ipr.tc(cmd, "htb", self._index, classid,
