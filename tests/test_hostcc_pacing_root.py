@@ -410,3 +410,13 @@ def test_cli_sigterm_cleans_up(net: Net) -> None:
     assert proc.returncode == 130, err
     assert '"completed": false' in out
     assert "htb" not in net.qdiscs()
+
+
+def test_bench_rate_change_case_prints_its_units() -> None:
+    """``p4cc bench hostcc``'s rate_change_cpu case: one JSON-ready record per path, the
+    unit in the key (its numbers: docs/benchmarks.md)."""
+    from p4cc.bench.hostcc import rate_change_case
+
+    rec = rate_change_case(True, flows=2, rounds=2)
+    assert rec["case"] == "rate_change_cpu" and rec["path"] == "tc-batch"
+    assert rec["cpu_us_per_change"] > 0 and (rec["classes"], rec["rounds"]) == (2, 2)

@@ -147,6 +147,17 @@ def step_case(r1: float, r2: float, t_step: float = 1.0) -> dict[str, Any]:
             "netlink_apply_ms": 1e3 * tx.pacer_stats.get("max_apply_s", 0.0)}
 
 
+def rate_change_case(batch_tc: bool, flows: int = 20, rounds: int = 20) -> dict[str, Any]:
+    """CPU of one HTB rate change through pyroute2 or through the pacer's ``tc -batch``
+    child (its CPU included), in the calibration's namespace pair."""
+    from p4cc.bench.calibrate_hosts import netns_pair, rate_change_us
+
+    with netns_pair():
+        us = rate_change_us(flows, rounds, batch_tc=batch_tc)
+    return {"case": "rate_change_cpu", "path": "tc-batch" if batch_tc else "pyroute2",
+            "cpu_us_per_change": round(us, 1), "classes": flows, "rounds": rounds}
+
+
 def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     ap = argparse.ArgumentParser(prog="p4cc bench hostcc")
     ap.add_argument("--seconds", type=float, default=3.0, help="per pacing case")
@@ -167,6 +178,8 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
             yield step_case(10e6, 2e6)
         finally:
             _net_down()
+        for batch in (False, True):
+            yield rate_change_case(batch)
     try:
         bench_cc = importlib.import_module("p4cc.bench.hostcc_cc")
     except ModuleNotFoundError:
