@@ -64,3 +64,9 @@ def test_a_dead_tc_is_a_clear_error(tmp_path: Path) -> None:
 def test_no_tc_program_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises((P4ccError, OSError)):
         TcBatch(str(tmp_path / "missing-tc"))
+
+
+def test_no_tc_on_path_names_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(P4ccError, match=r"no `tc` program on PATH \(iproute2\)"):
+        TcBatch()
