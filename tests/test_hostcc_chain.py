@@ -111,6 +111,26 @@ def test_flows_standing_by_for_a_running_local_flow_are_handed_out_once() -> Non
     assert [s.ref for s in ch.standing_by(1.0, 0.1)] == [3]  # 4 waits for another sender
 
 
+def test_a_flow_stands_by_from_its_hand_out_until_it_starts() -> None:
+    """``standing`` (what keeps a sender's boost on, SenderConfig.chain_rt) holds from
+    the moment ``standing_by`` hands a waiting flow out until ``due`` starts it, or
+    skips it because it was released after its stop."""
+    ch = FlowChain([_spec(0), _spec(1, after=0), _spec(2, after=1, stop=0.5)])
+    assert not ch.standing()
+    assert [s.ref for s in ch.due(0.0)] == [0]
+    assert not ch.standing()  # not handed out yet
+    assert [s.ref for s in ch.standing_by(0.0, 0.1)] == [1]
+    assert ch.standing()
+    ch.completed(_spec(0), 0.2)
+    assert ch.standing()  # released, not started
+    assert [s.ref for s in ch.due(0.2)] == [1]
+    assert [s.ref for s in ch.standing_by(0.2, 0.1)] == [2]
+    assert ch.standing()
+    ch.completed(_spec(1), 0.6)
+    assert ch.due(0.6) == [] and ch.skipped == 1  # after its stop
+    assert not ch.standing()
+
+
 def test_released_flows_with_a_later_start_are_handed_out_ahead_of_it() -> None:
     """A chained flow released long before its own start (its predecessor completed
     early: a closed-loop all-to-all whose collectives fit their period) is handed out

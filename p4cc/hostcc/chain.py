@@ -56,6 +56,7 @@ class FlowChain:
         self._local = {s.ref for s in self.specs if s.ref >= 0}
         self._index = {s.ref: i for i, s in enumerate(self.specs) if s.ref >= 0}
         self._standby: set[int] = set()  # waiting flows handed out by standing_by
+        self._standing: set[int] = set()  # ...of those, the ones not started (or skipped)
         self._released: list[tuple[float, int]] = []  # chained, released, not yet due
         self.started: set[int] = set()
         self.skipped = 0  # released after their stop_s
@@ -183,6 +184,7 @@ class FlowChain:
         while self._heap and self._heap[0][0] <= t:
             ready, i = heapq.heappop(self._heap)
             spec = self.specs[i]
+            self._standing.discard(i)
             if ready > spec.stop_s:
                 self.skipped += 1
                 continue
@@ -215,6 +217,7 @@ class FlowChain:
             _ready, i = heapq.heappop(self._released)
             if i not in self._standby and i not in self.started:
                 self._standby.add(i)
+                self._standing.add(i)
                 out.append(self.specs[i])
         for ref in list(self._armed):
             later = False  # a waiter whose own start is beyond the lead
@@ -223,12 +226,18 @@ class FlowChain:
                     continue
                 if self.specs[i].start_s <= t + ahead_s:
                     self._standby.add(i)
+                    self._standing.add(i)
                     out.append(self.specs[i])
                 else:
                     later = True
             if not later:
                 self._armed.discard(ref)
         return out
+
+    def standing(self) -> bool:
+        """Whether a flow handed out by ``standing_by`` has not started yet: it starts
+        the moment the flow it waits for completes, which may be any moment."""
+        return bool(self._standing)
 
     def _arm(self, ref: int) -> None:
         """Flow ``ref`` started: the flows here waiting for it may be set up ahead."""

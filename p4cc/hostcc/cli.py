@@ -193,6 +193,9 @@ def _send_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--start-rt-lead", type=float, default=None,
                    help="s before a flow's start the boost of --start-rt-prio begins "
                         "(default: SenderConfig's)")
+    p.add_argument("--no-chain-rt", dest="chain_rt", action="store_false",
+                   help="with --start-rt-prio: no boost while a chained flow stands by for "
+                        "its predecessor's completion (default: boosted)")
     p.add_argument("--pad", action="store_true",
                    help="pad every data packet to the full size, a flow's last one too "
                         "(the bmv2 backend does: BMv2 queues serve packets/s)")

@@ -98,6 +98,7 @@ def sender_config(args: argparse.Namespace, scale: Scale) -> SenderConfig:
                         pad_data=bool(getattr(args, "pad", False)),
                         start_rt_prio=int(getattr(args, "start_rt_prio", 0) or 0),
                         start_rt_lead_s=_lead(args),
+                        chain_rt=bool(getattr(args, "chain_rt", True)),
                         # the run's t0 when the BMv2 wrapper set it (p4cc.experiment.bmv2.hosts)
                         t0_epoch=getattr(args, "t0_epoch", None))
 

@@ -98,6 +98,13 @@ class SenderConfig:
                   "until the pass that starts it, then back to their own policy "
                   "(p4cc.hostcc.sched.StartBoost: on a CPU shared with busier processes "
                   "the sender woke late for a start); needs CAP_SYS_NICE (0: off)"})
+    chain_rt: bool = field(
+        default=True,
+        metadata={"help": "with start_rt_prio: also boost while a chained flow, set up "
+                  "ahead, waits for the flow it starts after, which may complete any "
+                  "moment (its last ACK wakes the sender at once, not after the switches' "
+                  "slice).  BMv2 storage, 9 runs each (docs/emulation.md): 5-15 % of the "
+                  "flows more than a base RTT late without it, 0.1-0.7 % with it"})
     start_rt_lead_s: float = field(
         default=0.02,
         metadata={"help": "with start_rt_prio: how long before a flow's start the boost "
