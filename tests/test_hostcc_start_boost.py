@@ -160,5 +160,6 @@ def test_cli_options_reach_the_sender_config() -> None:
     c = cfg("--start-rt-prio", str(HOST_START_RT_PRIO), "--start-rt-lead",
             f"{HOST_START_RT_LEAD_S:g}")
     assert (c.start_rt_prio, c.start_rt_lead_s) == (HOST_START_RT_PRIO, HOST_START_RT_LEAD_S)
+    assert cfg().chain_rt and not cfg("--no-chain-rt").chain_rt
     with pytest.raises(ConfigError, match="start_rt_lead_s=-1"):
         cfg("--start-rt-lead", "-1")
