@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any, TypeVar
 
 import pytest
@@ -128,7 +129,7 @@ def start_pair(net: Net, rates: list[float], size: int, drop: float = 0.0,
                   netns=net.b).start()
     specs = [FlowSpec(RX_IP, size) for _ in rates]
     it = iter(rates)
-    tx = Sender(specs, lambda _s: ctl(next(it)),
+    tx = Sender(specs, lambda _s: ctl(next(it)),  # type: ignore[arg-type,return-value]
                 SenderConfig(**{"dev": net.va, "netns": net.a, "rto_s": 0.05,
                                 "probe_interval_s": 0.01, "link_rate_bps": link_rate_bps,
                                 **sender})).start()
@@ -321,6 +322,10 @@ def test_cnp_interval_and_probe_reply(net: Net) -> None:
     assert min(gaps) >= interval * 0.9
 
 
+def _class_has(net: Net, name: str, text: str) -> bool:
+    return text in _class_line(net, name)
+
+
 def _class_line(net: Net, classid: str) -> str:
     out = subprocess.run(["ip", "netns", "exec", net.a, "tc", "class", "show", "dev", net.va,
                           "classid", classid], capture_output=True, text=True).stdout
@@ -340,7 +345,7 @@ def test_rate_changes_through_tc_batch_reach_the_class(net: Net, link: float | N
         name = f"cc:{cls & 0xFFFF:x}"
         for mbps in (3, 2, 4):
             p.set_rate(30000, mbps * 1e6)
-            assert wait_for(lambda m=mbps: f"ceil {m}Mbit" in _class_line(net, name), 2.0), \
+            assert wait_for(partial(_class_has, net, name, f"ceil {mbps}Mbit"), 2.0), \
                 _class_line(net, name)
         assert ("parent cc:2" in _class_line(net, name)) == (link is not None)
         subprocess.run(["ip", "netns", "exec", net.a, "tc", "qdisc", "del", "dev", net.va,
@@ -368,7 +373,7 @@ def test_a_dead_tc_batch_child_falls_back_to_netlink(net: Net) -> None:
         assert wait_for(lambda: p._tc is not None and not p._tc.alive(), 2.0)
         for mbps in (3, 2):
             p.set_rate(30000, mbps * 1e6)
-            assert wait_for(lambda m=mbps: f"ceil {m}Mbit" in _class_line(net, name), 2.0), \
+            assert wait_for(partial(_class_has, net, name, f"ceil {mbps}Mbit"), 2.0), \
                 _class_line(net, name)
         assert not p.stats.batch and p._tc is None
     finally:
