@@ -225,7 +225,8 @@ class BoostLog:
         return None
 
 
-def _step_until_done(tx: Sender, limit_s: float = 10.0) -> list[tuple[int, bool, bool]]:
+def _step_until_done(tx: Sender, boost: BoostLog, limit_s: float = 10.0
+                     ) -> list[tuple[int, bool, bool]]:
     """Drive ``tx`` pass by pass (open/step/close, as p4cc.hostcc.hostloop does); per
     pass: whether flow ref 0 was still running before it, whether ref 1 had started
     after it, and the boost asked for at its end."""
@@ -237,8 +238,7 @@ def _step_until_done(tx: Sender, limit_s: float = 10.0) -> list[tuple[int, bool,
             running0 = any(f.spec.ref == 0 for f, _s, _st in tx._active)
             wake = tx.step(None)
             started1 = any(f.spec.ref == 1 and f.start_t is not None for f, _s in tx.flows)
-            out.append((int(running0), started1, tx.boost.asked[-1] if tx.boost.asked
-                        else False))
+            out.append((int(running0), started1, boost.asked[-1] if boost.asked else False))
             if wake is None:
                 break
             select_wait = max(0.0, wake - time.monotonic())
@@ -262,8 +262,9 @@ def test_a_flow_released_by_a_completion_starts_in_that_pass(chain_rt: bool) -> 
         specs = [FlowSpec("127.0.0.1", 20_000, start_s=0.0, port=rx.port, ref=0),
                  FlowSpec("127.0.0.1", 3000, start_s=0.0, port=rx.port, ref=1, after=0)]
         tx = Sender(specs, _fixed, SenderConfig(pkt_bytes=1000, chain_rt=chain_rt))
-        tx.boost = BoostLog()  # type: ignore[assignment]
-        passes = _step_until_done(tx)
+        boost = BoostLog()
+        tx.boost = boost  # type: ignore[assignment]
+        passes = _step_until_done(tx, boost)
     finally:
         rx.stop()
     assert all(r["completed"] for r in tx.records())
