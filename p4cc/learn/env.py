@@ -72,6 +72,11 @@ class EnvConfig:
                 "(hpcc-ns3 set, 1 Gb/s rate floor at 25 Gb/s), dcqcn:<set>[,field=value...] "
                 "e.g. dcqcn:hpcc-ns3,min_rate_bps=1e8 (floor 100 Mb/s, paper units), "
                 "fixed:<rate>, rlcc[:<policy>]"})
+    pfc: bool = field(default=False, metadata={
+        "help": "lossless training fabric: PFC pauses the upstream port instead of dropping "
+                "(p4cc.sim.pfc, alpha 1/8; ACC §5.1 and PET §5.1 train and test on lossless "
+                "fabrics); false: the lossy fabric of BMv2 and of checkpoints before "
+                "session 25"})
 
     def __post_init__(self) -> None:
         bad = [s for s in self.scenarios if s not in SCENARIOS]
@@ -117,7 +122,8 @@ class TrainEnv(EcnTuningEnv):
         scale = get_scale(cfg.scale)
         super().__init__(topo=cfg.topo, scale=cfg.scale, variant=feature_set or algo,
                          intervals=cfg.intervals, history=cfg.history,
-                         settings=template.configs(scale), host_cc=cfg.host_cc)
+                         settings=template.configs(scale), host_cc=cfg.host_cc,
+                         pfc=cfg.pfc)
         self.env_cfg, self.algo, self.template = cfg, algo, template
         self.levels = unscaled_levels(scale.bytes(template.alpha_paper_bytes),
                                       template.n_levels)
@@ -171,4 +177,4 @@ class TrainEnv(EcnTuningEnv):
                 "interval_s": self.dt_interval, "actions": self.template.n_actions,
                 "obs_dim": self.history * self.n_feat, "incast_norm": self.incast_norm,
                 "feature_scaling": self.env_cfg.feature_scaling,
-                "host_cc": self.env_cfg.host_cc}
+                "host_cc": self.env_cfg.host_cc, "pfc": self.env_cfg.pfc}

@@ -13,6 +13,8 @@ all stepped together once per interval Δt.  Per agent:
   buffer and Kmin to Kmax.
 * hosts: ``host_cc`` as a spec names it (default ``dcqcn``, the hpcc-ns3 set; e.g.
   ``dcqcn:hpcc-ns3,min_rate_bps=1e8`` for a 100 Mb/s rate floor; p4cc.sim.cc.sim_cc).
+* fabric: lossy by default; ``pfc=True`` makes it lossless (SimConfig.pfc, α = 1/8 as
+  ACC §5.1), as the papers' testbeds are.
 * reward: ACC eq. 2, r = ω1·txRate/BW + ω2·D(L), D(L) = 1 − n/10 with n the first grid
   index with E(n) ≥ L (L the mean queue length; 0 beyond E(9)); ω1 = 0.3, ω2 = 0.7 for
   WebSearch (PET §5.1 / ACC).  ``step`` returns the mean over agents; per-agent rewards
@@ -59,7 +61,8 @@ class EcnTuningEnv(gym.Env[np.ndarray, np.ndarray]):
                  load: float = 0.6, workload: str = "websearch", variant: str = "acc",
                  intervals: int = 20, interval_s: float | None = None, history: int = 3,
                  w_throughput: float = 0.3, w_delay: float = 0.7, dt_s: float | None = None,
-                 settings: Sequence[EcnConfig] | None = None, host_cc: str = "dcqcn") -> None:
+                 settings: Sequence[EcnConfig] | None = None, host_cc: str = "dcqcn",
+                 pfc: bool = False) -> None:
         if variant not in ("acc", "pet"):
             raise ConfigError(f"variant must be 'acc' or 'pet', got {variant!r}")
         self.topo = parse_topo(topo, get_scale(scale))
@@ -69,7 +72,7 @@ class EcnTuningEnv(gym.Env[np.ndarray, np.ndarray]):
         self.w1, self.w2 = w_throughput, w_delay
         cc, cc_params = sim_cc(host_cc, self.scale)
         self.cfg = SimConfig(telemetry_interval_s=interval_s, dt_s=dt_s, host_traces=False,
-                             cc=cc, cc_params=cc_params)
+                             cc=cc, cc_params=cc_params, pfc=pfc)
         self.dt_interval = self.cfg.interval(self.scale)
         self.keys = [(sw.name, p) for sw in self.topo.switches
                      for p, *_ in sorted(self.topo.switch_links(sw.name))]
