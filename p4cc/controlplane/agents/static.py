@@ -64,7 +64,7 @@ def _static(name: str) -> AgentFactory:
 def make_custom_static(scale: Scale, arg: str = "") -> StaticAgent:
     """``static:KMIN,KMAX,PMAX``: one setting of your own on every port, thresholds in
     bytes at paper scale (like PAPER_SETTINGS: scaled by the BDP factor, REFERENCE §2),
-    e.g. ``static:80000,160000,0.75``, the one setting the shipped ACC holds
+    e.g. ``static:80000,160000,0.75``, the one setting session 10's ACC held
     (docs/results.md, session 19)."""
     parts = [x.strip() for x in arg.split(",")] if arg else []
     if len(parts) != 3:
