@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from p4cc.controlplane.agents.template import ActionTemplate
+from p4cc.errors import ConfigError
 from p4cc.learn.env import EnvConfig, TrainEnv
 
 
@@ -46,3 +47,16 @@ def test_set_on_the_command_line() -> None:
     from p4cc.learn.cli import apply_overrides
 
     assert apply_overrides(AccConfig(), ["env.pfc=true"]).env.pfc is True
+
+
+@pytest.mark.parametrize("item, message", [
+    ("env.pfc=maybe", r"--set env\.pfc=maybe: expected true/false"),
+    ("env.pfcc=true", r"unknown config field 'env\.pfcc'"),
+])
+def test_a_bad_value_names_the_full_field(item: str, message: str) -> None:
+    pytest.importorskip("torch")
+    from p4cc.learn.acc import AccConfig
+    from p4cc.learn.cli import apply_overrides
+
+    with pytest.raises(ConfigError, match=message):
+        apply_overrides(AccConfig(), [item])

@@ -36,24 +36,25 @@ def _cast(text: str, like: Any) -> Any:
     return type(like)(text)
 
 
-def apply_overrides(cfg: Any, items: list[str]) -> Any:
-    """``field=value`` / ``env.field=value`` onto a frozen config dataclass."""
+def apply_overrides(cfg: Any, items: list[str], prefix: str = "") -> Any:
+    """``field=value`` / ``env.field=value`` onto a frozen config dataclass; errors name
+    the field with its full path (``prefix``: the path of ``cfg`` itself, e.g. "env.")."""
     for item in items:
         key, sep, text = item.partition("=")
         if not sep:
-            raise ConfigError(f"--set expects field=value, got {item!r}")
+            raise ConfigError(f"--set expects field=value, got {prefix + item!r}")
         head, _, sub = key.partition(".")
         names = {f.name for f in dataclasses.fields(cfg)}
         if head not in names:
-            raise ConfigError(f"unknown config field {head!r}; see --help-config")
+            raise ConfigError(f"unknown config field {prefix + head!r}; see --help-config")
         if sub:
-            inner = apply_overrides(getattr(cfg, head), [f"{sub}={text}"])
+            inner = apply_overrides(getattr(cfg, head), [f"{sub}={text}"], f"{prefix}{head}.")
             cfg = dataclasses.replace(cfg, **{head: inner})
             continue
         try:
             value = _cast(text, getattr(cfg, head))
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"--set {item}: {exc}") from exc
+            raise ConfigError(f"--set {prefix}{item}: {exc}") from exc
         cfg = dataclasses.replace(cfg, **{head: value})
     return cfg
 
