@@ -31,20 +31,24 @@ def _bulk(srcs: list[str], dst: str, stop_s: float) -> pd.DataFrame:
                          "dst": [dst] * n, "size_bytes": 0, "stop_s": stop_s})
 
 
-def _cfg(pfc: bool) -> SimConfig:
-    return SimConfig(cc="line", host_traces=False, telemetry_interval_s=1.0, pfc=pfc)
+def _cfg(pfc: bool, buffer: str = "shared") -> SimConfig:
+    return SimConfig(cc="line", host_traces=False, telemetry_interval_s=1.0, pfc=pfc,
+                     pfc_buffer=buffer)
 
 
-def test_two_line_rate_senders_lose_nothing_and_the_port_stays_busy() -> None:
+@pytest.mark.parametrize("buffer", ["shared", "per-queue"])
+def test_two_line_rate_senders_lose_nothing_and_the_port_stays_busy(buffer: str) -> None:
     """Two line-rate hosts into one line-rate port: without PFC the queue fills the
-    buffer and drops; with it each ingress holds at most alpha·free of the queue, i.e.
-    the queue stays near 2·alpha/(1 + 2·alpha) of the buffer (20 % at alpha 1/8) plus a
-    step of headroom per ingress, nothing is dropped and the port sends every step."""
+    buffer and drops; with it each ingress holds at most alpha·free, i.e. the queue
+    stays near 2·alpha/(1 + 2·alpha) (20 % at alpha 1/8) of the free space's base -- the
+    switch's 10 MB pool (shared) or the queue's own 1 MB (per-queue) -- plus a step of
+    headroom per ingress, nothing is dropped and the port sends every step."""
     topo = parse_topo("star,hosts=3", "paper")
     buf, qi = topo.scale.buffer_bytes, None
+    base = 10_000_000 if buffer == "shared" else buf
     runs = {}
     for pfc in (False, True):
-        eng = Engine(topo, _bulk(["h1", "h2"], "h3", 1.0), _cfg(pfc))
+        eng = Engine(topo, _bulk(["h1", "h2"], "h3", 1.0), _cfg(pfc, buffer))
         qi = eng.fabric.port(("s1", 3))
         per_step = eng._serve[qi]
         depth = []
@@ -59,23 +63,25 @@ def test_two_line_rate_senders_lose_nothing_and_the_port_stays_busy() -> None:
     assert eng.counters.drops.sum() > 0 and top == pytest.approx(buf)
     eng, top = runs[True]
     assert eng.counters.drops.sum() == 0 and eng.lost.sum() == 0
-    assert 0.2 * buf <= top <= 0.2 * buf + 3 * per_step
+    assert 0.2 * base <= top <= 0.2 * base + 3 * per_step
     assert eng.pfc is not None
     _, hosts = eng.pfc.pause_seconds(eng.dt)
     assert hosts[0] > 0 and hosts[1] > 0 and hosts[2] == 0  # h3 only receives
 
 
-def test_a_pause_spreads_upstream_without_losses() -> None:
+@pytest.mark.parametrize(("buffer", "steps"), [("shared", 20000), ("per-queue", 3000)])
+def test_a_pause_spreads_upstream_without_losses(buffer: str, steps: int) -> None:
     """Three hosts of leaf 1 and two of leaf 2 send at line rate to a host of leaf 2:
     leaf 2 pauses the spine, whose queue toward leaf 2 fills and pauses leaf 1's uplink,
-    whose queue pauses leaf 1's hosts.  Nothing is dropped anywhere."""
+    whose queue pauses leaf 1's hosts.  Nothing is dropped anywhere.  (The shared pools
+    take ten times longer to fill.)"""
     topo = parse_topo("leafspine,spines=1,leaves=2,hosts=3", "paper")
     hosts = [h.name for h in topo.hosts]
     leaf = {h.name: h.switch for h in topo.hosts}
     far = [h for h in hosts if leaf[h] == leaf[hosts[0]]]
     near = [h for h in hosts if leaf[h] != leaf[hosts[0]]]
-    eng = Engine(topo, _bulk(far + near[1:], near[0], 1.0), _cfg(True))
-    eng.run(3000 * eng.dt)
+    eng = Engine(topo, _bulk(far + near[1:], near[0], 1.0), _cfg(True, buffer))
+    eng.run(steps * eng.dt)
     assert eng.counters.drops.sum() == 0
     assert eng.pfc is not None
     queues, nics = eng.pfc.pause_seconds(eng.dt)
@@ -109,6 +115,52 @@ def test_decide_is_the_dynamic_threshold_per_ingress_and_egress() -> None:
     assert list(pfc.serve(np.ones(fab.n_ports + 1))) == [1.0] * (fab.n_ports + 1)
 
 
+def test_shared_decide_sums_an_ingress_over_its_switch_and_its_pool() -> None:
+    """The shared model: an ingress's bytes over every egress queue of its switch
+    against alpha x (pool - the switch's bytes).  A host holding 500 KB in one queue
+    is paused by the per-queue rule (1/8 of that queue's free 500 KB) but not by a
+    10 MB pool's; its 300 KB + 300 KB in two queues add up."""
+    fab = Fabric(parse_topo("star,hosts=3", "paper"))
+    j, k = fab.port(("s1", 3)), fab.port(("s1", 2))
+    depth = np.zeros(fab.n_ports + 1)
+    h1 = fab.n_ports + 1
+    shared, per_queue = Pfc(fab, 0.125, pool=10e6), Pfc(fab, 0.125)
+    b = np.array([[500e3]])
+    depth[j] = 500e3
+    args = (np.array([[j]]), np.array([0]), depth, fab.buffer_bytes)
+    assert per_queue.decide(b, *args)[h1]
+    assert not shared.decide(b, *args).any()
+    # two queues, 300 KB each from h1; the switch holds 8.6 MB in all: free 1.4 MB,
+    # alpha·free = 175 KB < 600 KB -> paused; with 6.6 MB held, 425 KB < 600 KB -> paused;
+    # with 4 MB held, 750 KB > 600 KB -> not paused
+    b2 = np.array([[300e3], [300e3]])
+    path2, src2 = np.array([[j], [k]]), np.array([0, 0])
+    for other, paused in ((8.0e6, True), (6.0e6, True), (3.4e6, False)):
+        d = np.zeros(fab.n_ports + 1)
+        d[j], d[k] = 300e3 + other, 300e3
+        got = shared.decide(b2, path2, src2, d, fab.buffer_bytes)
+        assert bool(got[h1]) == paused and not got[h1 + 1] and not got[h1 + 2]
+
+
+def test_the_shared_pool_raises_the_queue_limit() -> None:
+    """With the shared model a lossless queue is bounded by its switch's pool, not by
+    the per-queue buffer of the lossy fabric."""
+    topo = parse_topo("star,hosts=3", "paper")
+    shared = Engine(topo, _bulk(["h1"], "h3", 1.0), _cfg(True, "shared"))
+    per_queue = Engine(topo, _bulk(["h1"], "h3", 1.0), _cfg(True, "per-queue"))
+    lossy = Engine(topo, _bulk(["h1"], "h3", 1.0), _cfg(False))
+    assert set(shared.fabric.buffer_bytes[:-1]) == {10e6}
+    assert set(per_queue.fabric.buffer_bytes[:-1]) == {topo.scale.buffer_bytes}
+    assert set(lossy.fabric.buffer_bytes[:-1]) == {topo.scale.buffer_bytes}
+
+
+@pytest.mark.parametrize(("buffer", "pool"), [("both", 1e6), ("shared", 0),
+                                              ("shared", float("inf")), ("shared", True)])
+def test_bad_buffer_is_refused(buffer: str, pool: object) -> None:
+    with pytest.raises(ConfigError, match=r"PFC (buffer|pool_bytes)"):
+        SimConfig(pfc=True, pfc_buffer=buffer, pfc_pool_bytes=pool)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("alpha", [0, -1, 17, float("nan"), "x"])
 def test_bad_alpha_is_refused(alpha: object) -> None:
     with pytest.raises(ConfigError, match="PFC alpha"):
@@ -129,18 +181,27 @@ def _quiet(label: str, duration: float) -> Callable[[float], None]:
     return lambda t: None
 
 
-@pytest.mark.parametrize(("raw", "alpha"), [(True, 0.125), ({"alpha": 0.25}, 0.25),
-                                            ({}, 0.125), (False, None), (None, None)])
-def test_spec_pfc_values(raw: object, alpha: float | None) -> None:
+SHARED = {"buffer": "shared", "pool_bytes": 10e6}
+
+
+@pytest.mark.parametrize(("raw", "resolved_pfc"), [
+    (True, {"alpha": 0.125, **SHARED}), ({"alpha": 0.25}, {"alpha": 0.25, **SHARED}),
+    ({}, {"alpha": 0.125, **SHARED}), (False, None), (None, None),
+    ({"buffer": "per-queue"}, {"alpha": 0.125, "buffer": "per-queue"}),
+    ({"pool_bytes": 4e6}, {"alpha": 0.125, "buffer": "shared", "pool_bytes": 4e6})])
+def test_spec_pfc_values(raw: object, resolved_pfc: dict[str, object] | None) -> None:
     spec = parse_spec({**SPEC, "pfc": raw})
-    assert spec.pfc_alpha == alpha
+    assert spec.pfc_alpha == (None if resolved_pfc is None else resolved_pfc["alpha"])
     resolved = resolve(spec)
-    assert resolved.get("pfc") == (None if alpha is None else {"alpha": alpha})
-    assert "pfc_alpha" not in resolved  # (no key when off: older resolved specs match)
+    assert resolved.get("pfc") == resolved_pfc
+    for key in ("pfc_alpha", "pfc_buffer", "pfc_pool_bytes"):
+        assert key not in resolved  # (no key when off: older resolved specs match)
 
 
 @pytest.mark.parametrize(("raw", "where"), [({"alpha": 0}, "pfc.alpha"), (3, "pfc"),
-                                            ({"beta": 1}, "pfc"), ("yes", "pfc")])
+                                            ({"beta": 1}, "pfc"), ("yes", "pfc"),
+                                            ({"buffer": "perqueue"}, "pfc.buffer"),
+                                            ({"pool_bytes": -1}, "pfc.pool_bytes")])
 def test_spec_bad_pfc_names_the_field(raw: object, where: str) -> None:
     with pytest.raises(ConfigError, match=rf"^{re.escape(where)}\b"):
         parse_spec({**SPEC, "pfc": raw})

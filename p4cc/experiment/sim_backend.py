@@ -69,6 +69,9 @@ class SimBackend:
                            "telemetry_interval_s": float(spec.interval_s),
                            "pfc": pfc_alpha is not None,
                            "pfc_alpha": pfc_alpha or base.pfc_alpha,
+                           "pfc_buffer": getattr(spec, "pfc_buffer", base.pfc_buffer),
+                           "pfc_pool_bytes": getattr(spec, "pfc_pool_bytes",
+                                                     base.pfc_pool_bytes),
                            "cc_params": cc_params})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
         fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
@@ -123,7 +126,9 @@ def _pfc_record(eng: Engine, sink: Any) -> None:
     rows += [{"kind": "host", "node": h, "port": 0, "paused_s": float(v)}
              for h, v in zip(fab.hosts, nics, strict=True)]
     pd.DataFrame(rows).to_csv(Path(sink.path) / "pfc.csv", index=False)
-    sink.log(f"pfc: alpha={eng.pfc.alpha:g}; switch ports paused {queues.sum():.6g} s in "
+    model = (f"shared pool of {eng.pfc.pool:.6g} B per switch" if eng.pfc.pool is not None
+             else "per-queue buffers")
+    sink.log(f"pfc: alpha={eng.pfc.alpha:g}, {model}; switch ports paused {queues.sum():.6g} s in "
              f"all ({np.count_nonzero(queues)} of {len(queues)} ports), host NICs "
              f"{nics.sum():.6g} s ({np.count_nonzero(nics)} of {len(nics)} hosts); per port "
              f"in pfc.csv")

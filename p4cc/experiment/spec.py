@@ -83,6 +83,8 @@ class ExperimentSpec:
     source: str = ""
     paper_values: tuple[tuple[str, float, float], ...] = field(default=())  # path, paper, used
     pfc_alpha: float | None = None  # PFC on (sim only; p4cc.sim.pfc) with this alpha, or off
+    pfc_buffer: str = "shared"  # with PFC: one pool per switch, or a buffer per queue
+    pfc_pool_bytes: float = 10_000_000  # with PFC shared: each switch's pool (paper bytes)
 
     @property
     def scale_obj(self) -> Scale:
@@ -146,23 +148,33 @@ def _failure(ctx: Ctx, path: str, f: Any, topo: TopoSpec, duration: float) -> Li
     return LinkFailureSpec(at, until, fraction, links)
 
 
-def _pfc(raw: Any) -> float | None:
-    """``pfc: true`` / ``pfc: {alpha: A}`` (a lossless fabric; the bmv2 backend refuses
-    it) -> alpha, or None."""
-    from p4cc.sim.pfc import DEFAULT_ALPHA, check_alpha
+def _pfc(raw: Any) -> tuple[float | None, str, float]:
+    """``pfc: true`` / ``pfc: {alpha: A, buffer: shared|per-queue, pool_bytes: N}`` (a
+    lossless fabric; the bmv2 backend refuses it) -> (alpha or None, buffer, pool)."""
+    from p4cc.sim.pfc import DEFAULT_ALPHA, DEFAULT_POOL_BYTES, check_alpha, check_buffer
 
+    off = (None, "shared", float(DEFAULT_POOL_BYTES))
     if raw is None or raw is False:
-        return None
+        return off
     if raw is True:
-        alpha: Any = DEFAULT_ALPHA
-    elif isinstance(raw, Mapping) and set(raw) <= {"alpha"}:
-        alpha = raw.get("alpha", DEFAULT_ALPHA)
-    else:
-        raise err("pfc", f"{raw!r}; write 'pfc: true' or 'pfc: {{alpha: 0.125}}'")
+        raw = {}
+    if not isinstance(raw, Mapping) or not set(raw) <= {"alpha", "buffer", "pool_bytes"}:
+        raise err("pfc", f"{raw!r}; write 'pfc: true' or 'pfc: {{alpha: 0.125, buffer: "
+                         f"shared, pool_bytes: 10000000}}' (any of the three keys)")
     try:
-        return check_alpha(alpha)
+        alpha = check_alpha(raw.get("alpha", DEFAULT_ALPHA))
     except ConfigError as exc:
         raise err("pfc.alpha", str(exc)) from None
+    buffer, pool = raw.get("buffer", "shared"), raw.get("pool_bytes", DEFAULT_POOL_BYTES)
+    try:
+        check_buffer(buffer, DEFAULT_POOL_BYTES)
+    except ConfigError as exc:
+        raise err("pfc.buffer", str(exc)) from None
+    try:
+        check_buffer("shared", pool)
+    except ConfigError as exc:
+        raise err("pfc.pool_bytes", str(exc)) from None
+    return alpha, str(buffer), float(pool)
 
 
 def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -> ExperimentSpec:
@@ -248,7 +260,7 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
     return ExperimentSpec(name, backend, doc["topology"], scale_name, duration, seeds, interval,
                           tuple(agents), host_cc, workloads, failures, tuple(outputs),
                           description.strip(), source, tuple(ctx.paper),
-                          _pfc(doc.get("pfc")))
+                          *_pfc(doc.get("pfc")))
 
 
 def read_spec_doc(path: str | Path) -> tuple[Any, str, Path]:
@@ -296,9 +308,12 @@ def resolve(spec: ExperimentSpec) -> dict[str, Any]:
                            spec.paper_values]
     out["scale"] = {**scale.to_dict(), "rate_factor": scale.rate_factor,
                     "time_factor": scale.time_factor, "bdp_factor": scale.bdp_factor}
-    alpha = out.pop("pfc_alpha")
-    if alpha is not None:  # (absent when off: the resolved specs of before session 12)
-        out["pfc"] = {"alpha": alpha}
+    alpha, buffer, pool = out.pop("pfc_alpha"), out.pop("pfc_buffer"), out.pop("pfc_pool_bytes")
+    if alpha is not None:  # (absent when off: the resolved specs of before session 12;
+        # 'buffer' since session 26: before it, every lossless run was per-queue)
+        out["pfc"] = {"alpha": alpha, "buffer": buffer}
+        if buffer == "shared":
+            out["pfc"]["pool_bytes"] = pool
     out["topology"] = {"text": spec.topology, "name": topo.name, "hosts": len(topo.hosts),
                        "switches": len(topo.switches), "links": len(topo.links)}
     return out

@@ -13,7 +13,7 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
 from p4cc.sim.gobackn import check_mode
-from p4cc.sim.pfc import check_alpha
+from p4cc.sim.pfc import DEFAULT_POOL_BYTES, check_alpha, check_buffer
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
@@ -92,8 +92,18 @@ class SimConfig:
                                  "the papers' fabrics have it, BMv2 does not)"})
     pfc_alpha: float = field(
         default=0.125, metadata={"help": "PFC dynamic threshold: an ingress pauses its "
-                                 "sender at alpha x the egress queue's free buffer "
+                                 "sender at alpha x the free buffer "
                                  "(ACC §5.1: 1/8, i.e. 11.1 % of the buffer)"})
+    pfc_buffer: str = field(
+        default="shared", metadata={"help": "whose free buffer PFC compares with: shared "
+                                    "(one pool per switch, pfc_pool_bytes; an ingress's "
+                                    "bytes over all egress queues) | per-queue (the egress "
+                                    "queue's own buffer, per (ingress, egress) pair; "
+                                    "sessions 18-25)"})
+    pfc_pool_bytes: float = field(
+        default=DEFAULT_POOL_BYTES, metadata={"help": "each switch's shared buffer at the "
+                                              "papers' scale (ACC §5.4: 10 MB per service "
+                                              "pool), scaled with the BDP"})
 
     def __post_init__(self) -> None:
         for name in ("dt_s", "telemetry_interval_s", "cnp_interval_s", "rtt_probe_interval_s"):
@@ -105,6 +115,7 @@ class SimConfig:
                               f"{self.cc!r}")
         check_mode(self.loss_recovery)
         check_alpha(self.pfc_alpha)
+        check_buffer(self.pfc_buffer, self.pfc_pool_bytes)
         if self.mark_depth not in MARK_DEPTHS:
             raise ConfigError(f"SimConfig.mark_depth must be one of {', '.join(MARK_DEPTHS)}, "
                               f"got {self.mark_depth!r}")

@@ -75,6 +75,9 @@ class Engine(SlotPool):
         self.config = cfg = config or SimConfig()
         self.scale = spec.scale
         self.fabric = fab = Fabric(spec)
+        pool = self._pool(cfg)
+        if pool is not None:  # a lossless queue is bounded by its switch's pool (p4cc.sim.pfc)
+            fab.buffer_bytes[:-1] = np.maximum(fab.buffer_bytes[:-1], pool)
         self.flows = FlowTable(schedule, fab)
         self._has_stop = bool(np.isfinite(self.flows.stop).any() or self.flows.bulk.any())
         self.cc = cc or make_hook(cfg.cc, spec.scale, cfg.cc_params)
@@ -114,7 +117,7 @@ class Engine(SlotPool):
         self._n_lost = np.zeros(self.Dr, dtype=np.bool_)
         self._gbn = cfg.loss_recovery == "go-back-n"
         self._fifo = FifoTail(fab.n_ports + 1) if cfg.queue_tail == "fifo" else None
-        self.pfc = Pfc(fab, cfg.pfc_alpha) if cfg.pfc else None
+        self.pfc = Pfc(fab, cfg.pfc_alpha, pool) if cfg.pfc else None
         self._junk = False  # some flow has bytes in flight its receiver will discard
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
         self._partial: tuple[np.ndarray, np.ndarray] | None = None
@@ -146,6 +149,12 @@ class Engine(SlotPool):
                 fab.set_ecn(key, setting)
 
     # -- admission and routing -------------------------------------------------------
+    def _pool(self, cfg: SimConfig) -> float | None:
+        """Bytes of each switch's shared buffer with PFC's ``shared`` model, else None."""
+        if not cfg.pfc or cfg.pfc_buffer != "shared":
+            return None
+        return float(self.scale.bytes(cfg.pfc_pool_bytes))
+
     def _route(self, s: int, row: int) -> None:
         fl, fab = self.flows, self.fabric
         p = fab.path(fl.src[row], fl.dst[row], int(fl.flow_id[row]))

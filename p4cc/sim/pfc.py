@@ -26,10 +26,31 @@ is):
 * The reaction takes one step: what the upstream port sent in the step before the
   pause still arrives (the headroom); drops stay possible if a buffer cannot hold it.
 
+Which free space: ``buffer`` (SimConfig.pfc_buffer).
+
+* ``"shared"`` (the default since session 26): each switch has one buffer pool shared
+  by its queues, ``pool`` bytes (ACC §5.4: "Q_max = 10MB", the "allocated buffer in one
+  service pool" of its testbed's switches, scaled with the BDP), and an ingress is
+  paused while the bytes it holds in the switch, over all egress queues, reach
+  ``alpha x (pool - bytes the switch holds)``: the vendor rule ACC §5.1 quotes, on the
+  switch's free buffer.  A queue's own limit is then the pool (a lossless queue is not
+  tail-dropped; the ingress threshold keeps the switch below its pool), so a queue can
+  grow beyond the per-queue buffer of the lossy fabric before anyone pauses, as on a
+  shared-buffer switch: at alpha 1/8 one ingress pauses at 11.1 % of a 10 MB pool
+  (1.1 MB), far above the papers' ECN thresholds, so ECN, not PFC, holds the queues.
+* ``"per-queue"`` (sessions 18-25): each egress queue has its own buffer (BMv2's
+  per-queue limit, ``Scale.buffer_bytes``), and the bytes of one (ingress, egress)
+  pair are compared with ``alpha x`` that queue's free space.  At the paper scale's
+  1 MB per queue an ingress pauses at ~110 KB, inside the ECN thresholds' range: PFC
+  then caps the queues before marking does, and at 80-90 % load the hosts spent
+  20-31 % of the run paused (docs/results.md, "Session 25").
+
 Pause time per queue and per host NIC is accumulated for the run's record.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +60,11 @@ from p4cc.sim.fabric import Fabric
 
 #: ACC §5.1: the NIC vendor's default PFC setting, alpha = 1/8 (11.1 % of the buffer).
 DEFAULT_ALPHA = 0.125
+#: ACC §5.4: "Q_max = 10MB" of allocated buffer in one service pool of the testbed's
+#: switches (paper bytes; scaled with the BDP like the other byte quantities).
+DEFAULT_POOL_BYTES = 10_000_000
+#: SimConfig.pfc_buffer values: one pool per switch, or a buffer per egress queue.
+PFC_BUFFERS = ("shared", "per-queue")
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -52,6 +78,17 @@ def check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
+def check_buffer(buffer: object, pool_bytes: object) -> None:
+    """A ConfigError naming the accepted values of ``pfc_buffer`` / ``pfc_pool_bytes``."""
+    if buffer not in PFC_BUFFERS:
+        raise ConfigError(f"PFC buffer must be one of {', '.join(PFC_BUFFERS)}, got "
+                          f"{buffer!r}")
+    if not (isinstance(pool_bytes, (int, float)) and not isinstance(pool_bytes, bool)
+            and math.isfinite(pool_bytes) and pool_bytes > 0):
+        raise ConfigError(f"PFC pool_bytes must be a positive number of bytes (ACC §5.4: "
+                          f"{DEFAULT_POOL_BYTES:,}), got {pool_bytes!r}")
+
+
 class Pfc:
     """Ingress accounting and pause decisions for one fabric.
 
@@ -60,8 +97,12 @@ class Pfc:
     host ``k``'s link.  (ingress, egress) pairs get compact ids; pair 0 is "none".
     """
 
-    def __init__(self, fabric: Fabric, alpha: float = DEFAULT_ALPHA) -> None:
+    def __init__(self, fabric: Fabric, alpha: float = DEFAULT_ALPHA,
+                 pool: float | None = None) -> None:
+        """``pool``: bytes of each switch's shared buffer (the ``"shared"`` model), or
+        None for a buffer per egress queue (``"per-queue"``)."""
         self.alpha = check_alpha(alpha)
+        self.pool = pool
         L = fabric.n_ports
         self.L = L
         self.n_ing = L + 1 + len(fabric.hosts)
@@ -75,6 +116,14 @@ class Pfc:
                 ingress[peer].append(j)
         for k, host in enumerate(fabric.hosts):
             ingress[fabric._host_switch[host]].append(L + 1 + k)
+        # shared model: the switch of each queue and of each ingress (n_sw: none)
+        names = list(by_switch)
+        self.n_sw = len(names)
+        self.queue_sw = np.full(L + 1, self.n_sw, dtype=np.int64)
+        self.ing_sw = np.full(self.n_ing, self.n_sw, dtype=np.int64)
+        for s, sw in enumerate(names):
+            self.queue_sw[by_switch[sw]] = s
+            self.ing_sw[ingress[sw]] = s
         pair_ing, pair_eg = [0], [L]
         lut = np.zeros(self.n_ing * (L + 1), dtype=np.int64)
         for sw, eg in by_switch.items():
@@ -104,11 +153,18 @@ class Pfc:
         ``b`` per (slot, hop) and each queue's ``depth`` at the start of the step."""
         pid = self.pair_ids(path, src_i)
         held = np.bincount(pid.ravel(), b.ravel(), self.n_pairs)
-        eg = self.pair_eg
-        free = np.maximum(buf[eg] - depth[eg], 0.0)
-        over = (held > 0) & (held >= self.alpha * free)
-        over[0] = False
-        self.paused = np.bincount(self.pair_ing[over], minlength=self.n_ing) > 0
+        if self.pool is not None:  # per ingress, over the switch's shared pool
+            held[0] = 0.0
+            by_ing = np.bincount(self.pair_ing, held, self.n_ing)
+            used = np.bincount(self.queue_sw, depth[: self.L + 1], self.n_sw + 1)
+            free_sw = np.maximum(self.pool - used, 0.0)
+            self.paused = (by_ing > 0) & (by_ing >= self.alpha * free_sw[self.ing_sw])
+        else:  # per (ingress, egress) pair, over the egress queue's own buffer
+            eg = self.pair_eg
+            free = np.maximum(buf[eg] - depth[eg], 0.0)
+            over = (held > 0) & (held >= self.alpha * free)
+            over[0] = False
+            self.paused = np.bincount(self.pair_ing[over], minlength=self.n_ing) > 0
         self.pause_steps += self.paused
         return self.paused
 
