@@ -74,9 +74,9 @@ class EnvConfig:
                 "fixed:<rate>, rlcc[:<policy>]"})
     pfc: bool = field(default=False, metadata={
         "help": "lossless training fabric: PFC pauses the upstream port instead of dropping "
-                "(p4cc.sim.pfc, alpha 1/8; ACC §5.1 and PET §5.1 train and test on lossless "
-                "fabrics); false: the lossy fabric of BMv2 and of checkpoints before "
-                "session 25"})
+                "(p4cc.sim.pfc, alpha 1/8 of each switch's shared 10 MB pool; ACC §5.1 and "
+                "PET §5.1 train and test on lossless fabrics); false: the lossy fabric of "
+                "BMv2 and of checkpoints before session 25"})
 
     def __post_init__(self) -> None:
         bad = [s for s in self.scenarios if s not in SCENARIOS]

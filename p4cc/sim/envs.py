@@ -13,8 +13,8 @@ all stepped together once per interval Δt.  Per agent:
   buffer and Kmin to Kmax.
 * hosts: ``host_cc`` as a spec names it (default ``dcqcn``, the hpcc-ns3 set; e.g.
   ``dcqcn:hpcc-ns3,min_rate_bps=1e8`` for a 100 Mb/s rate floor; p4cc.sim.cc.sim_cc).
-* fabric: lossy by default; ``pfc=True`` makes it lossless (SimConfig.pfc, α = 1/8 as
-  ACC §5.1), as the papers' testbeds are.
+* fabric: lossy by default; ``pfc=True`` makes it lossless (SimConfig.pfc, α = 1/8 of
+  each switch's shared pool as ACC §5.1/§5.4), as the papers' testbeds are.
 * reward: ACC eq. 2, r = ω1·txRate/BW + ω2·D(L), D(L) = 1 − n/10 with n the first grid
   index with E(n) ≥ L (L the mean queue length; 0 beyond E(9)); ω1 = 0.3, ω2 = 0.7 for
   WebSearch (PET §5.1 / ACC).  ``step`` returns the mean over agents; per-agent rewards
