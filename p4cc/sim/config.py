@@ -99,7 +99,7 @@ class SimConfig:
                                     "(one pool per switch, pfc_pool_bytes; an ingress's "
                                     "bytes over all egress queues) | per-queue (the egress "
                                     "queue's own buffer, per (ingress, egress) pair; "
-                                    "sessions 18-25)"})
+                                    "sessions 12-25)"})
     pfc_pool_bytes: float = field(
         default=DEFAULT_POOL_BYTES, metadata={"help": "each switch's shared buffer at the "
                                               "papers' scale (ACC §5.4: 10 MB per service "

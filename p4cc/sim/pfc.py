@@ -38,7 +38,7 @@ Which free space: ``buffer`` (SimConfig.pfc_buffer).
   grow beyond the per-queue buffer of the lossy fabric before anyone pauses, as on a
   shared-buffer switch: at alpha 1/8 one ingress pauses at 11.1 % of a 10 MB pool
   (1.1 MB), far above the papers' ECN thresholds, so ECN, not PFC, holds the queues.
-* ``"per-queue"`` (sessions 18-25): each egress queue has its own buffer (BMv2's
+* ``"per-queue"`` (sessions 12-25): each egress queue has its own buffer (BMv2's
   per-queue limit, ``Scale.buffer_bytes``), and the bytes of one (ingress, egress)
   pair are compared with ``alpha x`` that queue's free space.  At the paper scale's
   1 MB per queue an ingress pauses at ~110 KB, inside the ECN thresholds' range: PFC
