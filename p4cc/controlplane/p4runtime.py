@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 from google.rpc import code_pb2, status_pb2
 
+from p4cc.controlplane.grpc_deadline import StreamStuck, drain
 from p4cc.controlplane.p4info import P4Info, Value, decode_value, encode_value, prefix_mask
 from p4cc.controlplane.p4rt_proto import P4RuntimeStub, p4info_pb2, p4runtime_pb2
 from p4cc.errors import ConfigError, SwitchError
@@ -331,12 +332,15 @@ class P4RuntimeClient:
     def read(self, entities: Sequence[Any]) -> Iterator[Any]:
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.extend(entities)
-        try:
-            for resp in self.stub.Read(req, timeout=self.timeout_s):
-                yield from resp.entities
+        try:  # (drained with a deadline of ours: p4cc.controlplane.grpc_deadline says why)
+            responses = drain(self.stub.Read(req, timeout=self.timeout_s), self.timeout_s)
+        except StreamStuck as exc:
+            raise SwitchError(f"{self.address}: Read: {exc}") from None
         except grpc.RpcError as exc:
             raise SwitchError(f"{self.address}: Read failed: {exc.code()} "
                               f"{exc.details()}") from None
+        for resp in responses:
+            yield from resp.entities
 
     def read_counters(self, name: str) -> dict[int, tuple[int, int]]:
         """All cells of counter ``name``: index -> (packets, bytes) (one wildcard read)."""
