@@ -54,3 +54,26 @@ def test_a_stuck_stream_is_abandoned_and_cancelled() -> None:
     with pytest.raises(StreamStuck, match=r"0\.1 s"):
         drain(call, 0.05, grace_s=0.05)
     assert call.cancelled.is_set()
+
+
+def test_a_stuck_read_is_a_switch_error_naming_the_switch() -> None:
+    """P4RuntimeClient.read over a stream that never ends: a SwitchError naming the
+    switch's address and the wait, which the control loop's fail-safe handles."""
+    from p4cc.controlplane.p4runtime import P4RuntimeClient
+    from p4cc.errors import SwitchError
+
+    class Stub:
+        def __init__(self) -> None:
+            self.call = FakeCall([], block_s=30.0)
+
+        def Read(self, req: object, timeout: float) -> FakeCall:  # (gRPC's method name)
+            return self.call
+
+    client = P4RuntimeClient("127.0.0.1:1", 0, timeout_s=0.05)
+    stub = Stub()
+    client._stub = stub  # type: ignore[assignment]
+    client._stream_alive.set()
+    with pytest.raises(SwitchError, match=r"^127\.0\.0\.1:1: Read: no end of the stream "
+                                          r"within 1\.05 s$"):
+        list(client.read([]))
+    assert stub.call.cancelled.is_set()

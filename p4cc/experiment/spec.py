@@ -151,7 +151,13 @@ def _failure(ctx: Ctx, path: str, f: Any, topo: TopoSpec, duration: float) -> Li
 def _pfc(raw: Any) -> tuple[float | None, str, float]:
     """``pfc: true`` / ``pfc: {alpha: A, buffer: shared|per-queue, pool_bytes: N}`` (a
     lossless fabric; the bmv2 backend refuses it) -> (alpha or None, buffer, pool)."""
-    from p4cc.sim.pfc import DEFAULT_ALPHA, DEFAULT_POOL_BYTES, check_alpha, check_buffer
+    from p4cc.sim.pfc import (
+        DEFAULT_ALPHA,
+        DEFAULT_POOL_BYTES,
+        check_alpha,
+        check_buffer,
+        check_pool,
+    )
 
     off = (None, "shared", float(DEFAULT_POOL_BYTES))
     if raw is None or raw is False:
@@ -165,16 +171,15 @@ def _pfc(raw: Any) -> tuple[float | None, str, float]:
         alpha = check_alpha(raw.get("alpha", DEFAULT_ALPHA))
     except ConfigError as exc:
         raise err("pfc.alpha", str(exc)) from None
-    buffer, pool = raw.get("buffer", "shared"), raw.get("pool_bytes", DEFAULT_POOL_BYTES)
     try:
-        check_buffer(buffer, DEFAULT_POOL_BYTES)
+        buffer = check_buffer(raw.get("buffer", "shared"))
     except ConfigError as exc:
         raise err("pfc.buffer", str(exc)) from None
     try:
-        check_buffer("shared", pool)
+        pool = check_pool(raw.get("pool_bytes", DEFAULT_POOL_BYTES))
     except ConfigError as exc:
         raise err("pfc.pool_bytes", str(exc)) from None
-    return alpha, str(buffer), float(pool)
+    return alpha, buffer, pool
 
 
 def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -> ExperimentSpec:

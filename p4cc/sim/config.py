@@ -13,7 +13,7 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
 from p4cc.sim.gobackn import check_mode
-from p4cc.sim.pfc import DEFAULT_POOL_BYTES, check_alpha, check_buffer
+from p4cc.sim.pfc import DEFAULT_POOL_BYTES, check_alpha, check_buffer, check_pool
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
@@ -115,7 +115,8 @@ class SimConfig:
                               f"{self.cc!r}")
         check_mode(self.loss_recovery)
         check_alpha(self.pfc_alpha)
-        check_buffer(self.pfc_buffer, self.pfc_pool_bytes)
+        check_buffer(self.pfc_buffer)
+        check_pool(self.pfc_pool_bytes)
         if self.mark_depth not in MARK_DEPTHS:
             raise ConfigError(f"SimConfig.mark_depth must be one of {', '.join(MARK_DEPTHS)}, "
                               f"got {self.mark_depth!r}")

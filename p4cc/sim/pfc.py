@@ -78,15 +78,21 @@ def check_alpha(alpha: float) -> float:
     return float(alpha)
 
 
-def check_buffer(buffer: object, pool_bytes: object) -> None:
-    """A ConfigError naming the accepted values of ``pfc_buffer`` / ``pfc_pool_bytes``."""
+def check_buffer(buffer: object) -> str:
+    """``buffer``, or a ConfigError naming the accepted values."""
     if buffer not in PFC_BUFFERS:
         raise ConfigError(f"PFC buffer must be one of {', '.join(PFC_BUFFERS)}, got "
                           f"{buffer!r}")
+    return str(buffer)
+
+
+def check_pool(pool_bytes: object) -> float:
+    """``pool_bytes`` as a float, or a ConfigError naming what a pool size must be."""
     if not (isinstance(pool_bytes, (int, float)) and not isinstance(pool_bytes, bool)
             and math.isfinite(pool_bytes) and pool_bytes > 0):
         raise ConfigError(f"PFC pool_bytes must be a positive number of bytes (ACC §5.4: "
                           f"{DEFAULT_POOL_BYTES:,}), got {pool_bytes!r}")
+    return float(pool_bytes)
 
 
 class Pfc:
