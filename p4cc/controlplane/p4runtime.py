@@ -18,11 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from google.rpc import code_pb2, status_pb2
+from google.rpc import code_pb2
 
 from p4cc.controlplane.grpc_deadline import StreamStuck, drain
 from p4cc.controlplane.p4info import P4Info, Value, decode_value, encode_value, prefix_mask
 from p4cc.controlplane.p4rt_proto import P4RuntimeStub, p4info_pb2, p4runtime_pb2
+from p4cc.controlplane.p4runtime_errors import (  # noqa: F401 (re-exported)
+    P4RuntimeWriteError,
+    UpdateError,
+    decode_write_error,
+)
 from p4cc.errors import ConfigError, SwitchError
 
 log = logging.getLogger(__name__)
@@ -33,46 +38,9 @@ MatchValue = Value | tuple[Value, int] | tuple[Value, Value] | None
 
 
 @dataclass(frozen=True)
-class UpdateError:
-    index: int  # position of the update in the WriteRequest
-    code: int  # google.rpc.Code
-    message: str
-
-    @property
-    def code_name(self) -> str:
-        return str(code_pb2.Code.Name(self.code)) if self.code in code_pb2.Code.values() else str(
-            self.code)
-
-
-class P4RuntimeWriteError(SwitchError):
-    """A Write failed; ``errors`` lists the updates that failed (code != OK)."""
-
-    def __init__(self, address: str, errors: Sequence[UpdateError], summary: str) -> None:
-        self.errors = list(errors)
-        detail = "; ".join(f"update {e.index}: {e.code_name} {e.message}" for e in self.errors)
-        super().__init__(f"P4Runtime Write to {address} failed: {summary}"
-                         + (f" ({detail})" if detail else ""))
-
-
-@dataclass(frozen=True)
 class PacketIn:
     payload: bytes
     metadata: dict[str, int]
-
-
-def decode_write_error(exc: grpc.RpcError) -> list[UpdateError]:
-    """Per-update errors from a failed Write (empty if the server sent none)."""
-    trailers = exc.trailing_metadata() if hasattr(exc, "trailing_metadata") else None
-    for key, value in trailers or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            errors = []
-            for i, detail in enumerate(status.details):
-                err = p4runtime_pb2.Error()
-                if detail.Unpack(err) and err.canonical_code != code_pb2.OK:
-                    errors.append(UpdateError(i, err.canonical_code, err.message))
-            return errors
-    return []
 
 
 class P4RuntimeClient:
