@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from p4cc.controlplane import epoch
 from p4cc.controlplane.ecn import EcnConfig, static_setting
 from p4cc.controlplane.switch import SwitchControl
 from p4cc.controlplane.telemetry import INTERVAL_REGISTERS, TelemetryPoller
@@ -45,8 +46,10 @@ def test_set_ecn_modify_and_reads(ctl: SwitchControl) -> None:
                              {p: ctl.port_rate_bps(p) for p in ctl.ports}, lambda: ctl.ecn,
                              clock=lambda: float(next(ticks)))
     poller.prime()
-    if poller.epoch_mode:  # nothing is reset: the epoch moved on, cell 3 is epoch 0's
-        assert ctl.thrift.register_read_all("tel_epoch") == [1]
+    if poller.epoch_mode:  # nothing is reset: the epoch moved on, cell 3 is epoch 0's,
+        # and so did the sketch window (tel_epoch = window ++ epoch)
+        assert [epoch.split_word(v) for v in ctl.thrift.register_read_all("tel_epoch")] == [
+            (1, 1)]
     else:
         assert ctl.thrift.register_read_all("q_enq_max")[3] == 0
     recs = poller.poll()

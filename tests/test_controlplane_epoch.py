@@ -19,6 +19,10 @@ from p4cc.controlplane.telemetry import INTERVAL_REGISTERS, TelemetryPoller
 from p4cc.scale import Scale
 
 PORTS = 8
+ELEPHANT_BYTES = 12_000  # 12 packets of 1000 B within a sketch window
+#: the clock below moves 1 s per call, 3 calls per poll: the sketch restarts at the
+#: prime (t = 0) and at every second poll (t = 6, 12, 18)
+SKETCH_WINDOW_S = 5.0
 BM = PORTS * BITMAP_WORDS
 CELLS = PORTS * BITMAP_WORDS * 2  # epoch program: 32-bit bitmap cells, 8 per port
 
@@ -30,7 +34,7 @@ class ModelPlane:
         self.ep = epoch_program
         self.registers: dict[str, list[int]] = {
             "q_enq_sum": [0] * PORTS, "q_enq_cnt": [0] * PORTS, "q_sojourn_sum": [0] * PORTS,
-            "flow_bytes_r0": [0] * 16, "flow_bytes_r1": [0] * 16}
+            "flow_bytes_r0": [0] * 64, "flow_bytes_r1": [0] * 64}
         if epoch_program:  # two banks of tagged cells
             self.registers.update({"tel_epoch": [0], "q_enq_max": [0] * PORTS * 2,
                                    "incast_bits": [0] * CELLS * 2,
@@ -54,8 +58,10 @@ class ModelPlane:
 
     # -- one packet at egress ----------------------------------------------------------
     def packet(self, port: int, depth: int, sojourn: int, src_bit: int, flow_bit: int,
-               elephant: bool) -> None:
+               rows: tuple[int, int], size: int) -> None:
+        """One packet of ``size`` bytes whose flow hashes to sketch cells ``rows``."""
         r = self.registers
+        elephant = self._sketch(rows, size) >= ELEPHANT_BYTES
         r["q_enq_sum"][port] += depth
         r["q_enq_cnt"][port] += 1
         r["q_sojourn_sum"][port] += sojourn
@@ -67,7 +73,7 @@ class ModelPlane:
             r["flow_bits"][fi] |= fb
             r["elephant_bits"][fi] |= fb if elephant else 0
             return
-        e = r["tel_epoch"][0]
+        e = epoch.split_word(r["tel_epoch"][0])[0]
         b = e & 1
 
         def restart(name: str, i: int) -> int:
@@ -87,6 +93,22 @@ class ModelPlane:
                                             | (fb if elephant else 0))
 
 
+    def _sketch(self, rows: tuple[int, int], size: int) -> int:
+        """Add ``size`` to the flow's cell in both count-min rows; the estimate (the min).
+        The epoch program restarts a cell whose window tag is not the current window."""
+        est = []
+        for name, i in zip(("flow_bytes_r0", "flow_bytes_r1"), rows, strict=True):
+            c = self.registers[name][i]
+            if self.ep:
+                w = epoch.split_word(self.registers["tel_epoch"][0])[1]
+                c = epoch.cell(w, (c & epoch.VALUE_MASK if c >> 32 == w else 0) + size)
+            else:
+                c += size
+            self.registers[name][i] = c
+            est.append(c & epoch.VALUE_MASK)
+        return min(est)
+
+
 class NoCounters:
     def read_counters(self, name: str) -> dict[int, tuple[int, int]]:
         return {}
@@ -95,15 +117,18 @@ class NoCounters:
 def _records(plane: ModelPlane, seed: int) -> list[Any]:
     clock = iter(float(i) for i in range(10_000))
     poller = TelemetryPoller("s1", range(1, PORTS), NoCounters(), plane, Scale(), {},
-                             dict, t0=0.0, clock=lambda: next(clock))
+                             dict, t0=0.0, clock=lambda: next(clock),
+                             sketch_window_s=SKETCH_WINDOW_S)
     assert poller.epoch_mode is plane.ep
     rng = random.Random(seed)
     poller.prime()
     out = []
     for _interval in range(6):
         for _ in range(rng.randrange(0, 300)):
-            plane.packet(rng.randrange(1, PORTS), rng.randrange(0, 100), rng.randrange(0, 5000),
-                         rng.randrange(256), rng.randrange(256), rng.random() < 0.2)
+            flow = min(rng.randrange(40), rng.randrange(40))  # a flow (skewed sizes): its
+            plane.packet(rng.randrange(1, PORTS), rng.randrange(0, 100),  # bit, sketch cells
+                         rng.randrange(0, 5000), rng.randrange(256), flow * 6 % 256,
+                         (flow, (flow * 7 + 3) % 64), 1000)
         out.append(poller.poll())
     return out
 
@@ -115,8 +140,12 @@ def test_epoch_and_read_reset_give_the_same_intervals() -> None:
         assert a == b
         assert any(r.qlen_max_bytes > 0 and r.active_flows > 0 for recs in a
                    for r in recs.values())
-        # the epoch program needs no interval resets (the sketch's once per window only)
-        assert old.resets >= 6 * len(INTERVAL_REGISTERS) and new.resets <= 2 * 7
+        # elephants are counted, and the sketch restarted, in some intervals
+        assert any(r.elephant_flows > 0 for recs in a for r in recs.values())
+        assert any(r.elephant_flows == 0 and r.active_flows > 0 for recs in a[1:]
+                   for r in recs.values())
+        # the epoch program needs no resets at all: neither per interval nor per window
+        assert old.resets >= 6 * len(INTERVAL_REGISTERS) + 2 * 2 and new.resets == 0
 
 
 def test_tags_matter(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -129,6 +158,20 @@ def test_tags_matter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(epoch, "closed_bank", untagged)
     assert any(_records(ModelPlane(False), seed) != _records(ModelPlane(True), seed)
                for seed in range(5))
+
+
+def test_sketch_window_matters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A poller that never moves the window in tel_epoch leaves the epoch program's
+    sketch counting from the start, and its elephant counts differ from read-and-reset."""
+    monkeypatch.setattr(epoch, "epoch_word", lambda e, w: e % epoch.EPOCH_MOD)
+    assert any(_records(ModelPlane(False), seed) != _records(ModelPlane(True), seed)
+               for seed in range(5))
+
+
+def test_epoch_word() -> None:
+    assert epoch.epoch_word(5, 2) == 2 << 32 | 5
+    assert epoch.split_word(epoch.epoch_word(2**32 + 5, 2**32 + 2)) == (5, 2)  # both wrap
+    assert epoch.split_word(-1) == (2**32 - 1, 2**32 - 1)  # Thrift's i64 is signed
 
 
 def test_detection_and_bank_selection() -> None:
@@ -149,7 +192,7 @@ def test_poller_continues_from_the_switchs_epoch() -> None:
     the epoch the data plane is in instead of assuming 0."""
     old, new = ModelPlane(False), ModelPlane(True)
     assert _records(old, 1) == _records(new, 1)
-    assert new.registers["tel_epoch"][0] == 7  # prime + 6 polls
+    assert epoch.split_word(new.registers["tel_epoch"][0]) == (7, 4)  # prime + 6 polls
     a, b = _records(old, 2), _records(new, 2)  # new pollers, same switches
     # the first interval's drop estimate subtracts the queue's growth since the primed
     # mean depth: since the old poller's last reset (read-and-reset) or since the switch

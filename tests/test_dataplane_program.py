@@ -103,12 +103,14 @@ def test_registers_and_packet_in(p4info):
     for name in ("q_enq_sum", "q_enq_cnt", "q_sojourn_sum"):
         assert "size: 64" in regs[name]
     # epoch telemetry (issue 10): q_enq_max and the bitmaps in two banks of tagged cells
-    # (64 ports; bitmaps 8 cells of 32 bits per port), one-cell tel_epoch
+    # (64 ports; bitmaps 8 cells of 32 bits per port), one-cell 64-bit tel_epoch (sketch
+    # window ++ epoch), sketch rows of window-tagged 64-bit cells
     assert "size: 128" in regs["q_enq_max"] and "size: 1\n" in regs["tel_epoch"]
+    assert "bitwidth: 64" in regs["tel_epoch"]
     for name in ("incast_bits", "flow_bits", "elephant_bits"):
         assert "size: 1024" in regs[name] and "bitwidth: 64" in regs[name]
     for name in ("flow_bytes_r0", "flow_bytes_r1"):
-        assert "size: 4096" in regs[name]
+        assert "size: 4096" in regs[name] and "bitwidth: 64" in regs[name]
     pin = _blocks(p4info, "controller_packet_metadata")
     assert len(pin) == 1 and _names(pin[0]) == [
         "packet_in", "ingress_port", "egress_port", "switch_id", "reason", "rsvd"]

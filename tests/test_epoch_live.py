@@ -29,6 +29,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+import time
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,12 @@ PAYLOAD = 64             # bytes after UDP (4-byte sequence number + padding)
 FRAME_BYTES = 14 + 20 + 8 + PAYLOAD  # standard_metadata.packet_length (before INT)
 ELEPHANT_BYTES = 12 * FRAME_BYTES    # a flow is an elephant from its 12th packet on
 SCALE = Scale()
+#: the poller's clock reads k + 1 s (plus the real time within the poll) at the poll
+#: after interval k, so a 3.5-s sketch window restarts the sketch at the prime and at the
+#: poll after interval 3: flow (1, 4001) is an elephant in interval 1 (18 packets) but
+#: not in interval 4 (4 packets of a new window; 22 without the restart)
+SKETCH_WINDOW_S = 3.5
+SKETCH_RESTARTS = (4,)  # clock seconds of the polls that restart the sketch (after the prime)
 
 #: per interval: (source host number, UDP source port, packets); sources 10.0.9.<n>.
 #: Source ports are irregular on purpose: CRC-32 is linear, and flows whose source
@@ -105,6 +112,8 @@ class Run:
     records: list[dict[int, PortTelemetry]] = field(default_factory=list)
     expected: list[Expected] = field(default_factory=list)
     untagged: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: the figures a sketch that is never restarted would give
+    no_restart: list[Expected] = field(default_factory=list)
     epoch_mode: bool = False
     read_spread_ms: list[float] = field(default_factory=list)
 
@@ -186,12 +195,18 @@ def run_schedule(p4info: Path, p4json: Path, prefix: str) -> Run:
                                     {"switch_id": SWITCH_ID, "elephant_bytes": ELEPHANT_BYTES})
         rig.p4rt.add_clone_session(INT_REPORT_SESSION, [510])
         spy = Spy(rig.thrift)
+        base = [0.0, time.monotonic()]  # the poll's clock second, real time at its start
+
+        def clock() -> float:
+            return base[0] + time.monotonic() - base[1]
+
         poller = TelemetryPoller("s1", (1, PORT), rig.p4rt, spy, SCALE,
                                  {1: SCALE.link_rate_bps, PORT: SCALE.link_rate_bps},
-                                 dict, sketch_window_s=1e9)  # sketch reset only at prime
+                                 dict, t0=0.0, clock=clock, sketch_window_s=SKETCH_WINDOW_S)
         run.epoch_mode = poller.epoch_mode
         poller.prime()
         sketch = ([0] * 4096, [0] * 4096)  # the count-min rows, as the program keeps them
+        unrestarted = ([0] * 4096, [0] * 4096)
         delivered = 0
         for k, burst in enumerate(SCHEDULE):
             frames = _frames(k, burst)
@@ -201,11 +216,16 @@ def run_schedule(p4info: Path, p4json: Path, prefix: str) -> Run:
             assert rig.rx.wait_for(delivered, 20), (
                 f"interval {k}: {rig.rx.count()} of {delivered} delivered")
             reports = _reports(rig, len(frames))
+            base[:] = [float(k + 1), time.monotonic()]
             run.records.append(poller.poll())
             run.read_spread_ms.append((poller.last_read[1] - poller.last_read[0]) * 1e3)
             if run.epoch_mode:
+                assert poller._epoch is not None  # read at the prime
                 run.untagged.append(_untagged(spy, poller._epoch - 1))
             run.expected.append(_expected(reports, sketch))
+            run.no_restart.append(_expected(reports, unrestarted))
+            if k + 1 in SKETCH_RESTARTS:  # the packets after this poll: a new window
+                sketch = ([0] * 4096, [0] * 4096)
     return run
 
 
@@ -263,6 +283,17 @@ def test_epoch_program_gives_the_figures_of_what_was_sent(epoch_run: Run) -> Non
     assert max(max(e.qdepths, default=0) for e in epoch_run.expected) >= 10, "no queue"
     assert any(e.elephants for e in epoch_run.expected), "no elephant in the schedule"
     _check(epoch_run)
+
+
+def test_sketch_window_restarts_without_a_reset(epoch_run: Run) -> None:
+    """The poller moves the sketch window with the epoch write (no register reset), and
+    the data plane restarts the flows' sketch cells: interval 4 counts one elephant
+    fewer than a sketch that went on counting would."""
+    assert [e.elephants for e in epoch_run.no_restart] != [
+        e.elephants for e in epoch_run.expected]
+    assert epoch_run.expected[4].elephants < epoch_run.no_restart[4].elephants
+    assert [r[PORT].elephant_flows for r in epoch_run.records] == [
+        e.elephants for e in epoch_run.expected]
 
 
 def test_ignoring_the_tags_would_fail(epoch_run: Run) -> None:

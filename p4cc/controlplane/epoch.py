@@ -20,7 +20,15 @@ default build of the same file) changes what the data plane keeps:
 * the control plane writes the one-cell register ``tel_epoch`` = e + 1 at each poll
   (one Thrift call instead of 7 resets), then reads bank ``e & 1`` at leisure: nothing
   writes it during epoch e + 1, and a cell whose tag is not e saw no packet in epoch e
-  (it reads as 0).
+  (it reads as 0);
+* the count-min sketch rows ``flow_bytes_r0/_r1`` (bytes per flow since the sketch
+  window started; PET's elephants) are tagged the same way with the **sketch window**
+  w, which shares ``tel_epoch`` with the epoch (:func:`epoch_word`: ``w (63:32) ++ e
+  (31:0)``): the poller moves w on with its epoch write at the first poll after each
+  ``sketch_window_s``, and the first packet of a window restarts the flow's cell in both
+  rows at once.  Before, the poller reset the two rows with two Thrift calls per window,
+  and bytes that arrived between the calls were lost from one row.  The control plane
+  now resets no register.
 
 ``is_epoch_program`` detects the program by its register names, so the poller
 (p4cc.controlplane.telemetry) works with both programs; ``closed_bank`` extracts the
@@ -32,7 +40,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 EPOCH_REGISTER = "tel_epoch"
-#: tel_epoch is 32 bits wide; the epoch wraps (after 136 years at one poll per second)
+#: the epoch e is the lower 32 bits of tel_epoch; it wraps (after 136 years at one poll
+#: per second), as does the sketch window w in the upper 32 bits
 EPOCH_MOD = 1 << 32
 CUMULATIVE = ("q_enq_sum", "q_enq_cnt", "q_sojourn_sum")
 #: registers banked by epoch parity, cells ``tag ++ value`` (32 + 32 bits)
@@ -48,6 +57,17 @@ def is_epoch_program(register_names: Iterable[str]) -> bool:
     e.g. ``MyEgress.telemetry.tel_epoch``)."""
     return any(n == EPOCH_REGISTER or n.endswith("." + EPOCH_REGISTER)
                for n in register_names)
+
+
+def epoch_word(epoch: int, window: int) -> int:
+    """The value of ``tel_epoch``: sketch window (bits 63:32) ++ epoch (bits 31:0)."""
+    return (window % EPOCH_MOD) << VALUE_BITS | (epoch % EPOCH_MOD)
+
+
+def split_word(word: int) -> tuple[int, int]:
+    """(epoch, sketch window) of a ``tel_epoch`` value (Thrift reads it as a signed i64)."""
+    word %= 1 << 64
+    return word & VALUE_MASK, word >> VALUE_BITS
 
 
 def cell(epoch: int, value: int) -> int:

@@ -38,10 +38,12 @@ COUNTERS = ("port_offered", "port_tx", "port_marked")
 #: values, reset at every poll (the epoch program's are in p4cc.controlplane.epoch)
 INTERVAL_REGISTERS = ("q_enq_sum", "q_enq_cnt", "q_enq_max", "q_sojourn_sum",
                       "incast_bits", "flow_bits", "elephant_bits")
-#: count-min sketch rows of bytes per flow; reset every ``sketch_window_s``.  The window
-#: is longer than Δt on purpose: an elephant is a flow whose bytes within the window
-#: reach ``elephant_bytes`` (PET's 1 MB, BDP-scaled); reset every 10 ms interval at
-#: 10 Mb/s a flow could never send more than 12.5 kB and none would qualify.
+#: count-min sketch rows of bytes per flow; restarted every ``sketch_window_s`` (the
+#: epoch program: by its window tag, which moves with the epoch write; read-and-reset:
+#: reset by the poller).  The window is longer than Δt on purpose: an elephant is a flow
+#: whose bytes within the window reach ``elephant_bytes`` (PET's 1 MB, BDP-scaled);
+#: restarted every 10 ms interval at 10 Mb/s a flow could never send more than 12.5 kB
+#: and none would qualify.
 SKETCH_REGISTERS = ("flow_bytes_r0", "flow_bytes_r1")
 DEFAULT_SKETCH_WINDOW_S = 1.0
 #: bitmap layout (docs/architecture.md): BITMAP_WORDS (from the compiled program: 4)
@@ -218,6 +220,7 @@ class TelemetryPoller:
         #: the program keeps epoch-tagged statistics (no resets; p4cc.controlplane.epoch)
         self.epoch_mode = epoch.is_epoch_program(getattr(registers, "registers", None) or ())
         self._epoch: int | None = None  # the data plane's epoch (read at the first poll)
+        self._window = 0  # the sketch window (epoch program: tel_epoch's upper half)
         self._cum: dict[str, list[int]] | None = None
         self._sketch_reset_at: float | None = None
         self.drop_balance = DropBalance()
@@ -229,7 +232,7 @@ class TelemetryPoller:
                     else {name: self.counters.read_counters(name) for name in COUNTERS})
         t_counters = (t_first + self.clock() - self.t0) / 2.0
         if self.epoch_mode:
-            registers, t = self._epoch_registers()
+            registers, t = self._epoch_registers(t_first)
         else:
             registers = {name: self.registers.register_read_all(name)
                          for name in INTERVAL_REGISTERS}
@@ -237,24 +240,36 @@ class TelemetryPoller:
         #: (first read, last read) of the latest snapshot, run clock: the fidelity check
         #: wants one poll's reads close together in time
         self.last_read = (t_first, t)
-        for name in () if self.epoch_mode else INTERVAL_REGISTERS:
-            self.registers.register_reset(name)
-        if self._sketch_reset_at is None or t - self._sketch_reset_at >= self.sketch_window_s:
-            for name in SKETCH_REGISTERS:
+        if not self.epoch_mode:
+            for name in INTERVAL_REGISTERS:
                 self.registers.register_reset(name)
-            self._sketch_reset_at = t
+            if self._new_sketch_window(t_first):
+                for name in SKETCH_REGISTERS:
+                    self.registers.register_reset(name)
         return Snapshot(t, counters, registers, t_counters)
 
-    def _epoch_registers(self) -> tuple[dict[str, Sequence[int]], float]:
+    def _new_sketch_window(self, t: float) -> bool:
+        """Whether the sketch restarts at this poll (the first, and the first after each
+        ``sketch_window_s``); ``t``: the poll's start, run clock."""
+        if self._sketch_reset_at is None or t - self._sketch_reset_at >= self.sketch_window_s:
+            self._sketch_reset_at = t
+            return True
+        return False
+
+    def _epoch_registers(self, t_first: float) -> tuple[dict[str, Sequence[int]], float]:
         """Epoch program (p4cc.controlplane.epoch): cumulative sums, then the epoch
         switch (the interval's end, returned as its time), then the closed bank at
         leisure (nothing writes it until the next switch)."""
         if self._epoch is None:  # where the switch is (an earlier poller may have run)
-            self._epoch = self.registers.register_read_all(epoch.EPOCH_REGISTER)[0]
+            self._epoch, self._window = epoch.split_word(
+                self.registers.register_read_all(epoch.EPOCH_REGISTER)[0])
         cum = {name: self.registers.register_read_all(name) for name in epoch.CUMULATIVE}
         closed = self._epoch
         self._epoch = (closed + 1) % epoch.EPOCH_MOD
-        self.registers.register_write(epoch.EPOCH_REGISTER, 0, self._epoch)
+        if self._new_sketch_window(t_first):  # the window moves with the epoch
+            self._window = (self._window + 1) % epoch.EPOCH_MOD
+        self.registers.register_write(epoch.EPOCH_REGISTER, 0,
+                                      epoch.epoch_word(self._epoch, self._window))
         t = self.clock() - self.t0
         regs: dict[str, Sequence[int]] = dict(epoch.interval_sums(cum, self._cum))
         self._cum = cum

@@ -14,7 +14,11 @@
  *    its bit), so cells are restarted by the first packet of an epoch, not by the
  *    control plane.  After writing tel_epoch = e + 1 the poller reads bank e & 1 at
  *    leisure: nothing writes it during epoch e + 1, and a cell whose tag is not e saw no
- *    packet in epoch e (it reads as 0).
+ *    packet in epoch e (it reads as 0);
+ *  - the count-min sketch rows are tagged the same way with the sketch window w, the
+ *    upper half of tel_epoch (window ++ epoch, one cell): the poller moves w on once per
+ *    sketch window with its epoch write, and the first packet of a window restarts the
+ *    flow's cells in both rows.  The control plane resets no register at all.
  *
  * A bitmap cell holds 32 of the port's 256 bits (8 cells per port; 64-bit words would
  * leave no room for the tag, and BMv2's Thrift API carries register values as i64, so
@@ -38,11 +42,10 @@
  * (bm_sim RegisterSync), and a Thrift register write takes the same lock, so each
  * read-add-write below sits in ONE action (update_all): no update is lost, and a packet
  * that read epoch e has written its bank before the control plane's write of e + 1
- * returns.  What can still interleave is the control plane's reset of the sketch (two
- * Thrift calls, one per row) with packets: the bytes that arrive between the two calls
- * are counted in the row reset first and lost from the other, so for that sketch window
- * the estimate (the min of the two rows) can be too low by them, which only delays an
- * elephant classification.
+ * returns.  A packet reads e and w from one cell, so both sketch rows change window
+ * for it at once.  (The read-and-reset build resets the rows with two Thrift calls, and
+ * the bytes that arrive between them count in the row reset first and are lost from
+ * the other for that window: its estimate can be low by them.)
  */
 #ifndef P4CC_TELEMETRY_P4
 #define P4CC_TELEMETRY_P4
@@ -137,9 +140,12 @@ control Telemetry(inout headers_t hdr,
 
 #else
 /* ---- the epoch program */
-    /* The epoch, written by the control plane once per poll (e -> e + 1, from 0; 32 bit:
-     * 136 years at one poll per second).  Every packet reads it; bank = e & 1. */
-    register<bit<32>>(1) tel_epoch;
+    /* The epoch word, written by the control plane once per poll: sketch window w
+     * (63:32) ++ epoch e (31:0).  e -> e + 1 at every poll (32 bit: 136 years at one poll
+     * per second), bank = e & 1; w -> w + 1 at the first poll after each sketch window
+     * (TelemetryPoller.sketch_window_s).  One cell, so a packet sees e and w of the same
+     * poll, and one Thrift write moves both. */
+    register<bit<64>>(1) tel_epoch;
     /* Cumulative sum of enq_qdepth (packets) over packets sent by the port. */
     register<bit<64>>(MAX_PORTS) q_enq_sum;
     /* Cumulative number of packets summed in q_enq_sum (mean depth = sum / cnt). */
@@ -158,12 +164,13 @@ control Telemetry(inout headers_t hdr,
     /* PET elephant count: as flow_bits, only flows whose sketch estimate reached
      * switch_config.elephant_bytes (written with flow_bits, same index and tag). */
     register<bit<64>>(TEL_BITMAP_CELLS * 2) elephant_bits;
-    /* Count-min sketch of bytes per flow (2 rows, disjoint bits of one CRC-32), reset
-     * by the control plane once per sketch window (TelemetryPoller.sketch_window_s,
-     * 1 s by default), not at every poll: the estimate is the flow's bytes since the
-     * window started (an elephant must be able to send elephant_bytes in it). */
-    register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r0;
-    register<bit<32>>(SKETCH_ROWS_SIZE) flow_bytes_r1;
+    /* Count-min sketch of bytes per flow (2 rows, disjoint bits of one CRC-32): cell
+     * window tag w (63:32) ++ bytes (31:0).  A packet that finds another window's tag
+     * restarts the cell, so the estimate is the flow's bytes since its sketch window
+     * started, without resets from the control plane (an elephant must be able to send
+     * elephant_bytes in a window, which is therefore much longer than one poll). */
+    register<bit<64>>(SKETCH_ROWS_SIZE) flow_bytes_r0;
+    register<bit<64>>(SKETCH_ROWS_SIZE) flow_bytes_r1;
 
     /* Everything per packet in ONE action, applied to every normal egress packet
      * without a condition (see the read-and-reset version above for why).  The epoch
@@ -174,15 +181,17 @@ control Telemetry(inout headers_t hdr,
      * whether it is a local or a metadata field, and a metadata field would add a dead
      * assignment (meta.tel_si/tel_fi, which the read-and-reset version still sets). */
     action update_all() {
-        bit<32> e;
+        bit<64> ew;         // the epoch word: w (63:32) ++ e (31:0)
         bit<64> v64;
         bit<64> c;          // a tagged cell: tag (63:32) ++ value (31:0)
+        bit<64> s0;         // the flow's sketch cells, tagged with their window
+        bit<64> s1;
         bit<8>  src_hash;   // bit position of hash(ipv4 src) in the 256-bit bitmap
         bit<32> fh;         // crc32(5-tuple): [11:0] row 0, [23:12] row 1, [31:24] flow bit
-        bit<32> c0;
-        bit<32> c1;
 
-        tel_epoch.read(e, 0);
+        tel_epoch.read(ew, 0);
+        bit<32> e = ew[31:0];
+        bit<32> w = ew[63:32];
 
         /* queue statistics: cumulative */
         q_enq_sum.read(v64, meta.port_idx);
@@ -217,13 +226,14 @@ control Telemetry(inout headers_t hdr,
         flow_bits.read(c, fi);
         flow_bits.write(fi, e ++ (((c[63:32] == e) ? c[31:0] : 0) | fbit));
 
-        /* count-min sketch: two rows.  32 bits hold 4 GB per sketch window. */
-        flow_bytes_r0.read(c0, (bit<32>)fh[11:0]);
-        c0 = c0 + standard_metadata.packet_length;
-        flow_bytes_r0.write((bit<32>)fh[11:0], c0);
-        flow_bytes_r1.read(c1, (bit<32>)fh[23:12]);
-        c1 = c1 + standard_metadata.packet_length;
-        flow_bytes_r1.write((bit<32>)fh[23:12], c1);
+        /* count-min sketch: two rows, each cell restarted by the first packet of a
+         * window (tag != w).  32 bits hold 4 GB per sketch window. */
+        flow_bytes_r0.read(s0, (bit<32>)fh[11:0]);
+        bit<32> c0 = ((s0[63:32] == w) ? s0[31:0] : 0) + standard_metadata.packet_length;
+        flow_bytes_r0.write((bit<32>)fh[11:0], w ++ c0);
+        flow_bytes_r1.read(s1, (bit<32>)fh[23:12]);
+        bit<32> c1 = ((s1[63:32] == w) ? s1[31:0] : 0) + standard_metadata.packet_length;
+        flow_bytes_r1.write((bit<32>)fh[23:12], w ++ c1);
 
         /* elephant: the flow's bit once min(c0, c1) >= elephant_bytes (branch-free) */
         bit<32> est = (c0 < c1) ? c0 : c1;
