@@ -60,8 +60,9 @@ def is_epoch_program(register_names: Iterable[str]) -> bool:
 
 
 def epoch_word(epoch: int, window: int) -> int:
-    """The value of ``tel_epoch``: sketch window (bits 63:32) ++ epoch (bits 31:0)."""
-    return (window % EPOCH_MOD) << VALUE_BITS | (epoch % EPOCH_MOD)
+    """The value of ``tel_epoch``: sketch window (bits 63:32) ++ epoch (bits 31:0), the
+    layout of a tagged cell (:func:`cell`) with the window as its tag."""
+    return cell(window, epoch)
 
 
 def split_word(word: int) -> tuple[int, int]:

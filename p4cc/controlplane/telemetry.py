@@ -222,7 +222,7 @@ class TelemetryPoller:
         self._epoch: int | None = None  # the data plane's epoch (read at the first poll)
         self._window = 0  # the sketch window (epoch program: tel_epoch's upper half)
         self._cum: dict[str, list[int]] | None = None
-        self._sketch_reset_at: float | None = None
+        self._window_start: float | None = None  # run clock
         self.drop_balance = DropBalance()
 
     def snapshot(self) -> Snapshot:
@@ -251,8 +251,8 @@ class TelemetryPoller:
     def _new_sketch_window(self, t: float) -> bool:
         """Whether the sketch restarts at this poll (the first, and the first after each
         ``sketch_window_s``); ``t``: the poll's start, run clock."""
-        if self._sketch_reset_at is None or t - self._sketch_reset_at >= self.sketch_window_s:
-            self._sketch_reset_at = t
+        if self._window_start is None or t - self._window_start >= self.sketch_window_s:
+            self._window_start = t
             return True
         return False
 
