@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from p4cc.errors import ConfigError
-from p4cc.hostcc import cc, rlcc
+from p4cc.hostcc import cc, rlcc, rlcc_names
 from p4cc.hostcc.rlcc_policies import PolicyLoadError, ReferencePolicy
 from p4cc.scale import get_scale
 
@@ -116,7 +116,7 @@ def test_pi_files_are_named_pi_and_old_names_alias_with_a_warning(
     """``rlcc:pi-<format>`` loads the file the old ``rlcc:<format>`` did (the PI baseline
     wired into that format, not learned); the old name still resolves to it, with one
     logged warning naming the new name; plain ``rlcc`` stays the trained adpg-mlp-long."""
-    monkeypatch.setattr(cc, "_WARNED", set())
+    monkeypatch.setattr(rlcc_names, "_WARNED", set())
     params = rlcc.RlccParams(10e6, 8e-3)
     obs = np.array([[0.064, 1.0], [-0.5, 1 / 1.2], [0.0, 1.2], [-3.0, 1.0], [0.02, 1.1]])
     # every shortcut says what it is: the PI baseline in a file, or trained (adpg-*)

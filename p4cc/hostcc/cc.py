@@ -3,7 +3,9 @@
 The controllers are N=1 wrappers over the vectorized rules the simulator runs too (no
 separate logic): DCQCN through :class:`p4cc.hostcc.dcqcn.DcqcnFlows`, RL-CC through
 :class:`p4cc.hostcc.rlcc_rule.RlccRule`.  Host CC kinds (``dcqcn``, ``rlcc``, ``fixed``,
-``tcp``) are picked by name from :data:`HOST_CC_KINDS` (:func:`make_controller`).
+``tcp``) are picked by name from :data:`HOST_CC_KINDS` (:func:`make_controller`); the
+policy of ``rlcc:<name>`` by :func:`p4cc.hostcc.rlcc_names.policy_by_name` (its names
+are re-exported here).
 
 Times are seconds on the caller's monotonic clock.  A controller never goes back in
 time: an event stamped before the latest time it has seen is applied at that time
@@ -12,20 +14,27 @@ time: an event stamped before the latest time it has seen is applied at that tim
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc import dcqcn, rlcc
-from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
+from p4cc.hostcc.rlcc_names import (  # noqa: F401  (names re-exported)
+    DEFAULT_POLICY,
+    DEPRECATED_NAMES,
+    INT8_SUFFIX,
+    PI_NAMES,
+    SHIPPED,
+    policy_by_name,
+    policy_name,
+)
+from p4cc.hostcc.rlcc_policies import Policy
 from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccRule, decision_interval_s
 from p4cc.scale import Scale
 
@@ -33,8 +42,6 @@ __all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "DEPRECATED_NAMES", "
            "MAX_CATCHUP", "DcqcnController", "FixedController", "HostCcKind", "RateController",
            "RlccController", "host_cc_kind", "host_cc_names", "make_controller", "parse_rate",
            "policy_by_name", "policy_name", "register_host_cc", "userspace_cc_names"]
-
-log = logging.getLogger(__name__)
 
 _SET_LOCK = threading.Lock()  # hands run-time parameters to DcqcnControllers
 _ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
@@ -226,51 +233,6 @@ class FixedController:
 
 
 _UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9}
-#: ``rlcc:<name>`` shortcuts for the shipped policy files.  ``pi-lstm``, ``pi-mlp``,
-#: ``pi-trees``, ``pi-catboost`` are the hand-made PI baseline written by code into each
-#: file format (rlcc_reference.py: wired weights, a fitted squash or staircase; the
-#: ``-ref`` files): format examples, not learned.  ``adpg-*`` are trained with ADPG
-#: (p4cc train rlcc; sidecar .json beside each file: command, seed, commit, training and
-#: evaluation).
-SHIPPED = {"pi-lstm": "rlcc-lstm-ref.npz", "pi-mlp": "rlcc-mlp-ref.npz",
-           "pi-trees": "rlcc-trees-ref.json", "pi-catboost": "rlcc-catboost-ref.json",
-           "adpg-mlp": "rlcc-adpg-mlp.npz", "adpg-lstm": "rlcc-adpg-lstm.npz",
-           "adpg-trees": "rlcc-distilled-trees.json",
-           # the MLP trained on from adpg-mlp (docs/learning.md "RL-CC"): DEFAULT_POLICY
-           "adpg-mlp-long": "rlcc-adpg-mlp-long.npz",
-           "adpg-mlp-int": "rlcc-adpg-mlp-int.npz"}  # INT variant: δ from the queue depth
-#: What plain ``rlcc`` (and ``rlcc:``) means: the trained MLP that meets issue 11's bar
-#: (utilisation >= 0.9, Jain >= 0.95, no loss; docs/results.md "RL-CC").
-DEFAULT_POLICY = "adpg-mlp-long"
-#: Names of the hand-made PI baseline (ReferencePolicy; ``reference`` is its old name).
-PI_NAMES = ("pi", "reference")
-#: Deprecated shortcuts (they read as learned policies): old name -> new name.  They still
-#: resolve, with a warning logged once per name; they go in the next release.
-DEPRECATED_NAMES = {"lstm": "pi-lstm", "mlp": "pi-mlp", "trees": "pi-trees",
-                    "catboost": "pi-catboost"}
-_WARNED: set[str] = set()  # deprecated names warned about in this process
-#: ``rlcc:<name>-int8``: int8-quantised inference of the policy <name>.
-INT8_SUFFIX = "-int8"
-
-
-def policy_name(arg: str) -> str | None:
-    """The current shortcut ``arg`` of ``rlcc:<arg>`` stands for: :data:`DEFAULT_POLICY`
-    for empty, ``pi`` for :data:`PI_NAMES`, the new name of a deprecated shortcut (warned
-    once), with a ``-int8`` suffix kept; None for a file path."""
-    if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
-        base = policy_name(arg[: -len(INT8_SUFFIX)])
-        return None if base is None else base + INT8_SUFFIX
-    if arg in PI_NAMES:
-        return "pi"
-    if arg in DEPRECATED_NAMES:
-        new = DEPRECATED_NAMES[arg]
-        if arg not in _WARNED:
-            _WARNED.add(arg)
-            log.warning("rlcc:%s is deprecated (it is the hand-made PI baseline in a policy "
-                        "file, not a learned policy): use rlcc:%s", arg, new)
-        return new
-    arg = arg or DEFAULT_POLICY
-    return arg if arg in SHIPPED else None
 
 
 def parse_rate(text: str) -> float:
@@ -282,24 +244,6 @@ def parse_rate(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ConfigError(f"bad rate {text!r}: use b/s with an optional k/M/G suffix, e.g. 5M")
     return value
-
-
-def policy_by_name(arg: str, params: rlcc.RlccParams) -> Policy:
-    """The policy of ``rlcc:<arg>``: empty (:data:`DEFAULT_POLICY`, the trained MLP),
-    ``pi`` (or the old name ``reference``: the hand-made PI baseline), a shipped name
-    (:data:`SHIPPED`; a deprecated one of :data:`DEPRECATED_NAMES` warns once), or a
-    file; a ``-int8`` suffix quantises the policy it names (``adpg-mlp-int8``,
-    p4cc.hostcc.rlcc_int8)."""
-    if arg.endswith(INT8_SUFFIX) and arg != INT8_SUFFIX:
-        from p4cc.hostcc.rlcc_int8 import quantize
-
-        return quantize(policy_by_name(arg[: -len(INT8_SUFFIX)], params), target=params.target)
-    name = policy_name(arg)
-    if name == "pi":
-        return ReferencePolicy()
-    if name is not None:
-        return load_policy(data_dir() / SHIPPED[name])
-    return load_policy(Path(arg))
 
 
 # -- host CC kinds -------------------------------------------------------------------------

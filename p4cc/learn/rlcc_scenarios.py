@@ -20,7 +20,7 @@ the line rate (Tessler "queue latency"), DR = drop rate in Gbit/s, lost bytes.
 
 CC names: ``dcqcn`` (``hpcc-ns3`` parameters, NVIDIA's 4 µs CNP interval, VENDOR ECN
 thresholds -- as :func:`p4cc.sim.validate.dcqcn_fairness`) or ``rlcc:<policy>`` (any
-name of :func:`p4cc.hostcc.cc.policy_by_name`, e.g. ``rlcc:pi``, ``rlcc:adpg-mlp``,
+name of :func:`p4cc.hostcc.rlcc_names.policy_by_name`, e.g. ``rlcc:pi``, ``rlcc:adpg-mlp``,
 ``rlcc:adpg-trees-int8``) through the hosts' decision rule (``RlccHook``).
 """
 
