@@ -9,6 +9,9 @@ later over P4Runtime (p4cc.controlplane).  Facts this relies on (REFERENCE §1):
 * logging and pcap slow BMv2 down by an order of magnitude, so both are off unless asked.
 * the CPU port (PacketIn/PacketOut) is 510 (docs/architecture.md).
 
+The checks ``start()`` waits on (the process listens on its ports, Thrift answers) and
+the choice of free ports are in p4cc.topo.bmv2_ports.
+
 Command-line options are those of behavioral-model's ``OptionsParser``
 (``src/bm_sim/options_parse.cpp``) and ``targets/simple_switch_grpc/main.cpp``: general
 options first, then ``--`` and the target's own (``--grpc-server-addr``, ``--cpu-port``).
@@ -20,7 +23,6 @@ import functools
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,6 +32,9 @@ from types import TracebackType
 
 from p4cc.constants import CPU_PORT
 from p4cc.errors import SwitchError, ToolMissingError
+from p4cc.topo.bmv2_ports import LOCAL as _LOCAL
+from p4cc.topo.bmv2_ports import free_port, thrift_ping
+from p4cc.topo.bmv2_ports import owns_listener as _owns_listener
 
 BINARY = "simple_switch_grpc"
 INSTALL_HINT = (
@@ -39,7 +44,6 @@ INSTALL_HINT = (
     "then targets/simple_switch_grpc) and install under /usr/local; see README.md. "
     "`p4cc doctor` shows what is present"
 )
-_LOCAL = "127.0.0.1"
 #: egress priority queues per port: 0 data, 1 control packets (p4src forwarding.p4).
 #: BMv2 gives each its own rate limiter; the Thrift queue rate/depth calls without a
 #: priority set both (bm_sim queueing.h, QueueingLogicPriRL::set_rate/set_capacity).
@@ -66,101 +70,6 @@ def binary_options(path: str) -> frozenset[str]:
             from exc
     words = (out.stdout + out.stderr).replace(",", " ").split()
     return frozenset(w[2:].split("=")[0] for w in words if w.startswith("--"))
-
-
-def free_port(avoid: set[int] | None = None) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now (kernel-chosen)."""
-    avoid = avoid or set()
-    for _ in range(64):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((_LOCAL, 0))
-            port = int(s.getsockname()[1])
-        if port not in avoid:
-            return port
-    raise SwitchError("could not find a free TCP port on 127.0.0.1")
-
-
-def _listen_inodes(pid: int, port: int) -> set[str]:
-    """Socket inodes in LISTEN state on ``port`` in the network namespace of ``pid``."""
-    inodes: set[str] = set()
-    for table in ("tcp", "tcp6"):
-        try:
-            lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            cols = line.split()
-            if len(cols) > 9 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
-                inodes.add(cols[9])
-    return inodes
-
-
-def _owns_listener(pid: int, port: int) -> bool:
-    """True if process ``pid`` itself holds a listening socket on ``port``."""
-    inodes = _listen_inodes(pid, port)
-    if not inodes:
-        return False
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if link.startswith("socket:[") and link[8:-1] in inodes:
-            return True
-    return False
-
-
-def thrift_ping(port: int, host: str = _LOCAL, timeout_s: float = 2.0) -> int:
-    """Call ``simple_switch:get_time_elapsed_us`` over Thrift; return the switch's clock (µs).
-
-    Hand-written with the ``thrift`` runtime's binary protocol so that the check needs
-    neither BMv2's generated Python modules nor the control-plane client (the method
-    is in behavioral-model ``targets/simple_switch/thrift/simple_switch.thrift``).
-    """
-    from thrift.protocol import TBinaryProtocol, TMultiplexedProtocol
-    from thrift.Thrift import TApplicationException, TMessageType, TType
-    from thrift.transport import TSocket, TTransport
-
-    sock = TSocket.TSocket(host, port)
-    sock.setTimeout(int(timeout_s * 1000))
-    trans = TTransport.TBufferedTransport(sock)
-    trans.open()
-    try:
-        base = TBinaryProtocol.TBinaryProtocol(trans)
-        proto = TMultiplexedProtocol.TMultiplexedProtocol(base, "simple_switch")
-        proto.writeMessageBegin("get_time_elapsed_us", TMessageType.CALL, 1)
-        proto.writeStructBegin("get_time_elapsed_us_args")
-        proto.writeFieldStop()
-        proto.writeStructEnd()
-        proto.writeMessageEnd()
-        trans.flush()
-        _name, mtype, _seq = base.readMessageBegin()
-        if mtype == TMessageType.EXCEPTION:
-            exc = TApplicationException()
-            exc.read(base)
-            raise SwitchError(f"Thrift call on port {port} failed: {exc}")
-        value: int | None = None
-        base.readStructBegin()
-        while True:
-            _fname, ftype, fid = base.readFieldBegin()
-            if ftype == TType.STOP:
-                break
-            if fid == 0 and ftype == TType.I64:
-                value = int(base.readI64())
-            else:
-                base.skip(ftype)
-            base.readFieldEnd()
-        base.readStructEnd()
-        base.readMessageEnd()
-    finally:
-        trans.close()
-    if value is None:
-        raise SwitchError(f"Thrift on port {port} answered without a result")
-    return value
 
 
 class Bmv2Process:
