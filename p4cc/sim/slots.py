@@ -1,4 +1,5 @@
-"""The engine's flow pool: per-slot arrays, grown on demand, and link-event parsing."""
+"""The engine's flow pool: per-slot arrays, grown on demand; the admission, routing
+(rerouting on link events) and completion of flows; link-event parsing."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 from p4cc.errors import ConfigError
 from p4cc.scale import Scale
 from p4cc.sim.cc import CcHook
+from p4cc.sim.config import SimConfig
 from p4cc.sim.fabric import Fabric
 from p4cc.sim.flows import FlowTable
 from p4cc.sim.kernel import scratch
@@ -22,8 +24,9 @@ FRESH = (("delivered", 0.0), ("sent", 0.0), ("lost", 0.0), ("retx", 0.0),
 
 class SlotPool:
     """Arrays with one entry per slot of the flow pool (rows of (slot, hop) for paths),
-    and the completion of flows (the engine admits them and steps them)."""
+    and the admission, routing and completion of flows (the engine steps them)."""
 
+    config: SimConfig
     scale: Scale
     fabric: Fabric
     flows: FlowTable
@@ -86,6 +89,7 @@ class SlotPool:
     _ar: np.ndarray
     _f8: np.ndarray
     _out: tuple[np.ndarray, ...]
+    _partial: tuple[np.ndarray, np.ndarray] | None  # slots admitted inside the step, time left
 
     def _alloc(self, cap: int) -> None:
         old, H, D = self.cap, self.H, self.D
@@ -230,6 +234,92 @@ class SlotPool:
         return t_tx + self.fwd[idx] + self.rtt0[idx] / 2 + back
 
     # -- admission and routing -------------------------------------------------------
+    def _route(self, s: int, row: int) -> None:
+        fl, fab = self.flows, self.fabric
+        p = fab.path(fl.src[row], fl.dst[row], int(fl.flow_id[row]))
+        rp = fab.path(fl.dst[row], fl.src[row], int(fl.flow_id[row]), reply=True) or []
+        self.path[s] = self.rpath[s] = self.L
+        if len(rp) > self.H:
+            self._widen(min(len(rp), self.config.max_hops))
+        self.rpath[s, :len(rp[:self.H])] = rp[:self.H]
+        if p is None:
+            self.stalled[s] = True
+            self.ok[s] = False
+            self.last_hop[s] = 0
+            return
+        if len(p) > self.H:
+            if len(p) > self.config.max_hops:
+                raise ConfigError(f"a path of {len(p)} queues exceeds SimConfig.max_hops="
+                                  f"{self.config.max_hops}; raise it")
+            self._widen(len(p))
+        self.stalled[s] = False
+        self.ok[s] = True
+        self.path[s, :len(p)] = p
+        self.last_hop[s] = len(p) - 1
+        prop = fab.path_delay_s(fl.src[row], fl.dst[row], p)
+        rtt = self.scale.base_rtt_s + 2 * prop
+        self.rtt0[s] = rtt
+        # the hop pipeline already delays data (len(p)-1) steps; the rest is lumped
+        self.dsteps[s] = min(self.D - 1, max(1, round(rtt / self.dt) - (len(p) - 1)))
+        self.fwd[s] = max(0.0, rtt / 2 - (len(p) - 1) * self.dt)
+
+    def _admit(self, t_end: float) -> None:
+        rows = self.flows.due(t_end)
+        if not rows:
+            return
+        if len(rows) > len(self.free):
+            self._alloc(max(2 * self.cap, self.cap + len(rows)))
+        fl, t, free, fresh = self.flows, self.t, self.free, self._fresh[:, 0]
+        slots, late, left = [], [], []
+        # one flow at a time with scalar writes: admissions are usually one or two flows,
+        # for which per-slot element writes are far cheaper than fancy-index scatters
+        for row in rows:
+            s = free.pop()
+            slots.append(s)
+            wire = fl.wire[row]
+            self.row[s] = row
+            self.active[s] = True
+            self.size[s] = self.remaining[s] = wire
+            # complete within float rounding (sums of many fluid steps): 1 ppb of the size
+            self.thr[s] = wire * (1 - 1e-9) - 1e-6
+            self._grp[:, s] = fresh  # p4cc.sim.slots.FRESH: delivered, sent, ...
+            self.next_probe[s] = t
+            self.cnps[s] = 0
+            self.stop[s] = fl.stop_at[row]
+            self.src_i[s] = fl.src_i[row]
+            self.hbase[s] = fl.hbase[row]
+            self.gen[s] += 1  # RTT answers in flight for the slot's last flow are void
+            self.b[s] = self.prev_dep[s] = self.prev_mout[s] = 0.0
+            self.seen[s] = False
+            self.fb_cnp[:, s] = False
+            self.fb_lost[:, s] = 0.0
+            self._route(s, row)
+            begun = max(fl.ready[row], t)
+            fl.begun[row] = begun
+            fl.base_rtt[row] = self.rtt0[s]
+            if begun > t:  # started inside this step: send for the rest of it only
+                late.append(s)
+                left.append((t + self.dt) - begun)
+        if late:
+            self._partial = (np.array(late, dtype=np.int64), np.array(left))
+        ix = np.array(slots, dtype=np.int64)
+        self.cc.reset_slots(ix, t, self.line[ix])
+
+    def set_link(self, a: str, b: str, up: bool) -> None:
+        """Fail/restore a link now; flows whose path changes are rerouted (their bytes
+        in the fabric are sent again), flows with no path stall until one comes back."""
+        self.fabric.set_link(a, b, up)
+        for s in np.flatnonzero(self.active):
+            old = self.path[s].copy()
+            self._route(int(s), int(self.row[s]))
+            if not np.array_equal(old, self.path[s]):
+                inflight = float(self.b[s].sum() + self.prev_dep[s].sum())
+                # (junk is already counted in remaining: the rewind sends it again)
+                self.remaining[s] += max(0.0, inflight - self.junk[s])
+                self.junk[s] = 0.0
+                self.retx[s] += inflight
+                self.b[s] = self.prev_dep[s] = self.prev_mout[s] = 0.0
+
     def _widen(self, h: int) -> None:
         """More hop columns (a reroute made a path longer than any before)."""
         extra = h - self.H
