@@ -19,7 +19,7 @@ from p4cc.controlplane.agents.static import make_agent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
-from p4cc.experiment import chameleon
+from p4cc.experiment import chameleon, chameleon_sim
 from p4cc.experiment.runner import run_spec
 from p4cc.experiment.spec import parse_spec
 from p4cc.scale import get_scale
@@ -125,8 +125,8 @@ def test_sim_controller_applies_host_parameters_to_the_hook_and_engine() -> None
     sched = frame({"start_s": [0.0, 0.0], "src": ["h1", "h2"], "dst": ["h3", "h3"],
                    "size_bytes": 0, "cls": "bulk", "tag": "b", "stop_s": 1.0})
     sink = _Sink()
-    fab = chameleon.SimChameleon(topo, sink, chameleon.parse_options("long=0.0005"),
-                                 interval_s=1e-4)
+    fab = chameleon_sim.SimChameleon(topo, sink, chameleon.parse_options("long=0.0005"),
+                                     interval_s=1e-4)
     eng = Engine(topo, sched, SimConfig(cc_params="nvidia", telemetry_interval_s=1e-4),
                  on_interval=lambda t, recs: fab.on_interval(eng, t, recs))
     eng.run(0.0031)
@@ -197,7 +197,7 @@ def test_fixed_setting_options_start_from_it_and_never_step(tmp_path: Path) -> N
     topo = parse_topo(TOPO, "paper")
     sched = frame({"start_s": [0.0], "src": ["h1"], "dst": ["h3"], "size_bytes": 0,
                    "cls": "bulk", "tag": "b", "stop_s": 1.0})
-    fab = chameleon.SimChameleon(topo, _Sink(), chameleon.parse_options(
+    fab = chameleon_sim.SimChameleon(topo, _Sink(), chameleon.parse_options(
         f"long=0.0005,tune=0,from={f}"), interval_s=1e-4)
     eng = Engine(topo, sched, SimConfig(cc_params="nvidia", telemetry_interval_s=1e-4),
                  on_interval=lambda t, recs: fab.on_interval(eng, t, recs))

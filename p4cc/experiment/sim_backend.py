@@ -21,7 +21,7 @@ from p4cc.controlplane.agents.base import Agent
 from p4cc.controlplane.ecn import EcnConfig
 from p4cc.controlplane.records import PortTelemetry
 from p4cc.errors import ConfigError
-from p4cc.experiment import chameleon
+from p4cc.experiment import chameleon, chameleon_sim
 from p4cc.experiment.agents import RunAgents
 from p4cc.experiment.runner import raise_if_terminated
 from p4cc.experiment.spec import OUTPUTS
@@ -74,7 +74,7 @@ class SimBackend:
                                                      base.pfc_pool_bytes),
                            "cc_params": cc_params})
         # CHAMELEON: one controller for the fabric (None for per-switch agents)
-        fabric = chameleon.for_sim(agent_name, topo, sink, float(spec.interval_s))
+        fabric = chameleon_sim.for_sim(agent_name, topo, sink, float(spec.interval_s))
         run_agents = RunAgents(seed=int(sink.seed))  # acc:online: fine-tuned in the run
         with chameleon.links(fabric):
             agents: dict[str, Agent] = {sw.name: run_agents.make(agent_name, topo.scale)
