@@ -15,6 +15,7 @@ pytest.importorskip("lightgbm")
 from p4cc.errors import ConfigError
 from p4cc.hostcc.rlcc_policies import MlpPolicy, load_policy
 from p4cc.learn import rlcc_distill as D
+from p4cc.learn import rlcc_distill_states as S
 
 
 def linear_teacher(crossing: float, slope: float = 6.0) -> MlpPolicy:
@@ -104,7 +105,7 @@ def test_jitter_moves_the_executed_action_but_labels_stay_the_teachers() -> None
     obs = np.tile([[0.01, 1.0]], (20000, 1))
     state = (np.tile([[[0.01, 1.0]]], (20000, 1, 1)),)
     clean, _ = teacher.act(obs, state)
-    jit = D._Jitter(teacher, 0.01, np.random.default_rng(0))
+    jit = S._Jitter(teacher, 0.01, np.random.default_rng(0))
     noisy, _ = jit.act(obs, state)
     assert np.std(np.log(noisy / clean)) == pytest.approx(0.01, rel=0.05)
     top = jit.act(np.tile([[0.064, 1.2]], (1000, 1)), (np.tile([[[0.064, 1.2]]], (1000, 1, 1)),))
