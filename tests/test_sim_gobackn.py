@@ -104,6 +104,27 @@ def test_go_back_n_costs_more_than_selective_and_still_delivers_every_byte() -> 
     assert (gbn.junk < 1e-6).all() and np.isnan(gbn.gbn_epsn).all()
 
 
+def test_flows_csv_counts_resent_packets_not_drops() -> None:
+    """``retransmissions`` in flows.csv means packets sent again on both backends
+    (p4cc.analysis.runs): under go-back-N more than were dropped, under selective
+    recovery exactly the drops (it once reported the drops under both)."""
+    from p4cc.experiment.sim_backend import flow_rows
+
+    for mode in ("selective", "go-back-n"):
+        eng = _overload(mode)
+        rec = eng.flow_records().set_index("flow_id")
+        rows = {r["flow_id"]: r for r in flow_rows(eng)}
+        assert set(rows) == {0, 1, 2}
+        for fid, r in rows.items():
+            drops = int(rec.loc[fid, "drops_pkts"])
+            assert drops > 0
+            assert r["retransmissions"] == round(rec.loc[fid, "retx_bytes"] / 1000)
+            if mode == "selective":
+                assert abs(r["retransmissions"] - drops) <= 1
+            else:
+                assert r["retransmissions"] > drops  # the drops and what followed them
+
+
 def test_a_flow_missing_bytes_with_nothing_in_flight_times_out() -> None:
     active = np.array([True, True, True, False])
     remaining = np.array([0.0, 0.0, 500.0, 0.0])

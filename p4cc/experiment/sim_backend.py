@@ -162,10 +162,14 @@ def _apply(eng: Engine, sw: str, agent: Agent, obs: Mapping[int, PortTelemetry],
 
 def flow_rows(eng: Engine) -> list[dict[str, Any]]:
     """Flow records (FLOW_RECORD_COLUMNS) of the flows that started.  The engine counts
-    delivered payload as ``bytes_delivered`` and a dropped packet is sent again, so
-    ``bytes_rx`` = bytes_delivered and ``retransmissions`` = drops_pkts."""
+    delivered payload as ``bytes_delivered`` and the wire bytes it sent again as
+    ``retx_bytes``, so ``bytes_rx`` = bytes_delivered and ``retransmissions`` = the packets
+    of ``pkt_bytes`` sent again: under go-back-N that is the lost packets plus the ones
+    behind them that were resent, as the BMv2 backend counts it (resent bytes / payload,
+    p4cc.experiment.bmv2.collect); with ``selective`` recovery it equals the drops."""
     df = eng.flow_records()
     df = df[np.isfinite(df["start_s"])]
+    resent = np.round(df["retx_bytes"].to_numpy(np.float64) / eng.flows.pkt_bytes)
     out = df.assign(bytes_rx=df["bytes_delivered"].round().astype(np.int64),
-                    retransmissions=df["drops_pkts"])[list(FLOW_RECORD_COLUMNS)]
+                    retransmissions=resent.astype(np.int64))[list(FLOW_RECORD_COLUMNS)]
     return [{str(k): v for k, v in row.items()} for row in out.to_dict("records")]
