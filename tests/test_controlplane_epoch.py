@@ -200,3 +200,59 @@ def test_poller_continues_from_the_switchs_epoch() -> None:
     # that difference into the later intervals; everything else agrees
     assert [{p: replace(r, drops_pkts=0) for p, r in x.items()} for x in a] == [
         {p: replace(r, drops_pkts=0) for p, r in x.items()} for x in b]
+
+
+class LoggedPlane(ModelPlane):
+    """The epoch program's registers, logging each Thrift call in order."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__(True)
+        self.log = log
+
+    def register_read_all(self, name: str) -> list[int]:
+        self.log.append(f"read {name}")
+        return super().register_read_all(name)
+
+    def register_write(self, name: str, index: int, value: int) -> None:
+        self.log.append(f"write {name}")
+        super().register_write(name, index, value)
+
+
+class StartedCounters:
+    """A counter reader that sends its read at once and is collected later, as
+    P4RuntimeClient.start_read_counters_many does."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def read_counters(self, name: str) -> dict[int, tuple[int, int]]:
+        raise AssertionError("the poller should start the read, not wait for it")
+
+    def start_read_counters_many(self, names: Any) -> Any:
+        self.log.append("counters sent")
+
+        def collect() -> dict[str, dict[int, tuple[int, int]]]:
+            self.log.append("counters collected")
+            return {n: {1: (7, 7000)} for n in names}
+        return collect
+
+
+def test_the_counter_read_overlaps_the_thrift_calls() -> None:
+    """The poll sends the P4Runtime counter read first, makes its Thrift calls up to the
+    epoch switch while it is on its way, and collects it before reading the closed
+    bank; ``last_read`` spans to the collection."""
+    log: list[str] = []
+    clock = iter(float(i) for i in range(100))
+    poller = TelemetryPoller("s1", range(1, PORTS), StartedCounters(log), LoggedPlane(log),
+                             Scale(), {}, dict, t0=0.0, clock=lambda: next(clock))
+    poller.prime()
+    log.clear()
+    rec = poller.poll()
+    # sent first, collected right after the epoch switch, before the closed bank's reads
+    k = log.index("counters collected")
+    assert log[0] == "counters sent" and log[k - 1] == "write tel_epoch"
+    assert [x for x in log[1:k - 1] if not x.startswith("read ")] == []
+    assert sorted(log[k + 1:]) == sorted(f"read {n}" for n in epoch.TAGGED)
+    # clock calls per snapshot: first read (3), epoch write (4), collection (5)
+    assert poller.last_read == (3.0, 5.0)
+    assert rec[1].tx_pkts == 0  # the counters did not move between the two polls

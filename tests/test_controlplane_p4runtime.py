@@ -180,6 +180,9 @@ def test_counters_clone_and_packet_in(server: FakeP4RuntimeServer,
     server.set_counter("port_marked", {1: (1, 100)})
     assert client.read_counters_many(["port_tx", "port_marked"]) == {
         "port_tx": {1: (10, 10_000), 2: (3, 3_000)}, "port_marked": {1: (1, 100)}}
+    collect = client.start_read_counters_many(["port_tx", "port_marked"])  # sent now
+    assert collect() == {"port_tx": {1: (10, 10_000), 2: (3, 3_000)},
+                         "port_marked": {1: (1, 100)}}
     client.add_clone_session(100, [510])
     client.add_clone_session(100, [510])  # second time -> MODIFY
     server.send_packet_in(b"abc", {1: b"\x00\x03"})

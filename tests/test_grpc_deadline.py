@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from p4cc.controlplane.grpc_deadline import StreamStuck, drain
+from p4cc.controlplane.grpc_deadline import Draining, StreamStuck, drain
 
 
 class FakeCall:
@@ -40,6 +40,24 @@ class Unavailable(grpc.RpcError):
 
 def test_a_stream_that_ends_is_returned_whole() -> None:
     assert drain(FakeCall([1, 2, 3]), 1.0) == [1, 2, 3]
+
+
+def test_a_started_stream_is_drained_before_it_is_collected() -> None:
+    """Draining consumes the stream in the background from its start: the caller can
+    do other work (the telemetry poll's Thrift calls) and collect the result after."""
+    class Watched(FakeCall):
+        def __init__(self) -> None:
+            super().__init__([4, 5])
+            self.ended = threading.Event()
+
+        def __iter__(self) -> Iterator[int]:
+            yield from super().__iter__()
+            self.ended.set()
+
+    call = Watched()
+    pending = Draining(call, 1.0)
+    assert call.ended.wait(5.0)  # consumed without anybody asking for the result
+    assert pending.result() == [4, 5]
 
 
 def test_the_stream_s_error_reaches_the_caller() -> None:

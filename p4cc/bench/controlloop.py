@@ -3,8 +3,10 @@
 Starts one ``simple_switch_grpc`` without interfaces (no root needed: counters, registers,
 tables and queue settings exist without attached ports), pushes p4cc's pipeline and
 settings for the 8-host star, then runs control-loop steps in which an agent alternates
-two settings on all 8 ports, so every step polls all telemetry (3 counter reads over
-P4Runtime, 7 register reads + resets over Thrift) and writes 8 thresholds (one Write).
+two settings on all 8 ports, so every step polls all telemetry (one ReadRequest of 3 counters over
+P4Runtime, overlapped by the register reads and the epoch write over Thrift) and writes
+8 thresholds (one Write).  ``read_span_ms``: a poll's first read to its last (the
+fidelity check's read spread).
 Without BMv2 or the compiled program it yields one record saying why it was skipped.
 
 ``measure_agent`` (``p4cc bench agents``' ``controlloop_bmv2_<agent>`` cases) times the
@@ -211,13 +213,14 @@ def measure_agent(agent: Agent, steps: int = 200, interval_s: float = 0.05,
         records.clear()
         loop.stats = type(loop.stats)()
         due = time.monotonic()
-        total, poll, act, write = [], [], [], []
+        total, poll, act, write, span = [], [], [], [], []
         for _ in range(steps):
             due += interval_s
             stop.wait(max(0.0, due - time.monotonic()))  # the loop's cadence
             t = time.perf_counter()
             loop.step()
             total.append((time.perf_counter() - t) * 1e3)
+            span.append(_read_span_ms(loop))
             poll.append(loop.stats.poll_ms)
             act.append(loop.stats.act_ms)
             write.append(loop.stats.write_ms)
@@ -231,6 +234,8 @@ def measure_agent(agent: Agent, steps: int = 200, interval_s: float = 0.05,
             "step_ms_median": round(statistics.median(total), 3),
             "step_ms_p99": q(total, 99),
             "poll_ms_median": round(statistics.median(poll), 3),
+            "read_span_ms_median": round(statistics.median(span), 3),
+            "read_span_ms_p99": q(span, 99),
             "act_ms_median": round(statistics.median(act), 3),
             "write_ms_median": round(statistics.median(write), 3),
             "writes_per_step": round(stats.applied / steps, 2),
@@ -238,6 +243,12 @@ def measure_agent(agent: Agent, steps: int = 200, interval_s: float = 0.05,
             "qlen_bytes_median": round(statistics.median(busy), 1) if busy else 0.0,
             "offered_pps_per_port": LOAD_OFFERED_PPS, "drain_pps_per_port": LOAD_DRAIN_PPS,
             "warm_up_s": round(warm, 2), "goal_ms": 5.0}
+
+
+def _read_span_ms(loop: ControlLoop) -> float:
+    """The latest poll's read spread (first counter read to last read, ms)."""
+    first, last = getattr(loop.poller, "last_read", (0.0, 0.0))
+    return max(0.0, last - first) * 1e3
 
 
 def _warm_up(loop: ControlLoop, records: list[PortTelemetry], qlen_bytes: float,
@@ -265,11 +276,12 @@ def measure(steps: int = 200) -> dict[str, Any]:
                                  lambda: ctl.ecn)
         loop = ControlLoop(ctl, poller, AlternatingAgent(spec.ports), LoopConfig(0.01))
         loop.start()
-        poll, write, total = [], [], []
+        poll, write, total, span = [], [], [], []
         for _ in range(steps):
             t = time.perf_counter()
             loop.step()
             total.append((time.perf_counter() - t) * 1e3)
+            span.append(_read_span_ms(loop))
             poll.append(loop.stats.poll_ms)
             write.append(loop.stats.write_ms)
         errors = loop.stats.switch_errors + loop.stats.invalid_decisions
@@ -279,6 +291,8 @@ def measure(steps: int = 200) -> dict[str, Any]:
 
     return {"case": CASE, "ports": len(spec.ports), "steps": steps, "errors": errors,
             "poll_ms": round(statistics.median(poll), 3),
+            "read_span_ms": round(statistics.median(span), 3),
+            "read_span_ms_p99": p(span, 99),
             "write_ms": round(statistics.median(write), 3),
             "total_ms": round(statistics.median(total), 3), "total_p99_ms": p(total, 99),
             "goal_ms": 5.0}

@@ -24,24 +24,39 @@ class StreamStuck(Exception):
     """The stream neither ended nor failed within its deadline plus the grace."""
 
 
+class Draining:
+    """A response stream being drained by its daemon thread; :meth:`result` waits for it
+    (with the deadline of :func:`drain`).  Lets a caller start a read and do other work
+    -- the telemetry poll reads its Thrift registers meanwhile -- before it collects."""
+
+    def __init__(self, call: Any, timeout_s: float, grace_s: float = GRACE_S) -> None:
+        self.call = call
+        self.wait_s = float(timeout_s) + grace_s
+        self._box: dict[str, Any] = {}
+        self._worker = threading.Thread(target=self._run, name="grpc-stream", daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        try:
+            self._box["out"] = list(self.call)
+        except BaseException as exc:  # handed to the caller by result()
+            self._box["err"] = exc
+
+    def result(self) -> list[Any]:
+        """Every response, the ``grpc.RpcError`` the stream raised, or StreamStuck if the
+        stream has not ended within the deadline plus the grace of this call (the call
+        is then cancelled)."""
+        self._worker.join(self.wait_s)
+        if self._worker.is_alive():
+            self.call.cancel()
+            raise StreamStuck(f"no end of the stream within {self.wait_s:g} s")
+        if "err" in self._box:
+            raise self._box["err"]
+        out: list[Any] = self._box["out"]
+        return out
+
+
 def drain(call: Any, timeout_s: float, grace_s: float = GRACE_S) -> list[Any]:
     """Every response of the response stream ``call``, the ``grpc.RpcError`` it raised,
     or StreamStuck after ``timeout_s + grace_s`` (the call is then cancelled)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["out"] = list(call)
-        except BaseException as exc:  # handed to the caller below
-            box["err"] = exc
-
-    worker = threading.Thread(target=run, name="grpc-stream", daemon=True)
-    worker.start()
-    worker.join(float(timeout_s) + grace_s)
-    if worker.is_alive():
-        call.cancel()
-        raise StreamStuck(f"no end of the stream within {float(timeout_s) + grace_s:g} s")
-    if "err" in box:
-        raise box["err"]
-    out: list[Any] = box["out"]
-    return out
+    return Draining(call, timeout_s, grace_s).result()

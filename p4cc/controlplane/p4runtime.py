@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import grpc
 from google.rpc import code_pb2
 
-from p4cc.controlplane.grpc_deadline import StreamStuck, drain
+from p4cc.controlplane.grpc_deadline import Draining, StreamStuck
 from p4cc.controlplane.p4info import P4Info, Value, decode_value, encode_value, prefix_mask
 from p4cc.controlplane.p4rt_proto import P4RuntimeStub, p4info_pb2, p4runtime_pb2
 from p4cc.controlplane.p4runtime_errors import (  # noqa: F401 (re-exported)
@@ -298,41 +298,60 @@ class P4RuntimeClient:
 
     # -- reads -----------------------------------------------------------------------
     def read(self, entities: Sequence[Any]) -> Iterator[Any]:
+        yield from self.start_read(entities)()
+
+    def start_read(self, entities: Sequence[Any]) -> Callable[[], list[Any]]:
+        """Send a ReadRequest now; the returned function waits for its entities (or
+        raises SwitchError).  The caller may do other work in between: the telemetry
+        poll reads the Thrift registers while the counters are on their way."""
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.extend(entities)
         try:  # (drained with a deadline of ours: p4cc.controlplane.grpc_deadline says why)
-            responses = drain(self.stub.Read(req, timeout=self.timeout_s), self.timeout_s)
-        except StreamStuck as exc:
-            raise SwitchError(f"{self.address}: Read: {exc}") from None
+            pending = Draining(self.stub.Read(req, timeout=self.timeout_s), self.timeout_s)
         except grpc.RpcError as exc:
             raise SwitchError(f"{self.address}: Read failed: {exc.code()} "
                               f"{exc.details()}") from None
-        for resp in responses:
-            yield from resp.entities
+
+        def collect() -> list[Any]:
+            try:
+                responses = pending.result()
+            except StreamStuck as exc:
+                raise SwitchError(f"{self.address}: Read: {exc}") from None
+            except grpc.RpcError as exc:
+                raise SwitchError(f"{self.address}: Read failed: {exc.code()} "
+                                  f"{exc.details()}") from None
+            return [e for resp in responses for e in resp.entities]
+        return collect
 
     def read_counters(self, name: str) -> dict[int, tuple[int, int]]:
         """All cells of counter ``name``: index -> (packets, bytes) (one wildcard read)."""
-        ent = p4runtime_pb2.Entity()
-        ent.counter_entry.counter_id = self._info().counter_id(name)
-        return {int(e.counter_entry.index.index): (int(e.counter_entry.data.packet_count),
-                                                   int(e.counter_entry.data.byte_count))
-                for e in self.read([ent])}
+        return self.read_counters_many([name])[name]
 
     def read_counters_many(self, names: Sequence[str]) -> dict[str, dict[int, tuple[int, int]]]:
         """Several counters in one ReadRequest: name -> index -> (packets, bytes)."""
+        return self.start_read_counters_many(names)()
+
+    def start_read_counters_many(
+            self, names: Sequence[str]) -> Callable[[], dict[str, dict[int, tuple[int, int]]]]:
+        """:meth:`read_counters_many`, sent now and collected by the returned function
+        (see :meth:`start_read`)."""
         info = self._info()
         ids = {info.counter_id(n): n for n in names}
-        out: dict[str, dict[int, tuple[int, int]]] = {n: {} for n in names}
         ents = []
         for cid in ids:
             ent = p4runtime_pb2.Entity()
             ent.counter_entry.counter_id = cid
             ents.append(ent)
-        for e in self.read(ents):
-            ce = e.counter_entry
-            out[ids[ce.counter_id]][int(ce.index.index)] = (int(ce.data.packet_count),
-                                                            int(ce.data.byte_count))
-        return out
+        collect = self.start_read(ents)
+
+        def counters() -> dict[str, dict[int, tuple[int, int]]]:
+            out: dict[str, dict[int, tuple[int, int]]] = {n: {} for n in names}
+            for e in collect():
+                ce = e.counter_entry
+                out[ids[ce.counter_id]][int(ce.index.index)] = (int(ce.data.packet_count),
+                                                                int(ce.data.byte_count))
+            return out
+        return counters
 
     def read_table(self, table: str) -> list[Any]:
         ent = p4runtime_pb2.Entity()
