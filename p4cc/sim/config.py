@@ -14,6 +14,7 @@ from p4cc.hostcc.receiver import DEFAULT_CNP_INTERVAL_S
 from p4cc.scale import Scale
 from p4cc.sim.gobackn import check_mode
 from p4cc.sim.pfc import DEFAULT_POOL_BYTES, check_alpha, check_buffer, check_pool
+from p4cc.sim.tail_loss import TAIL_LOSSES
 
 #: SimConfig.queue_tail values (p4cc.sim.fifo_tail)
 QUEUE_TAILS = ("fifo", "fluid")
@@ -79,6 +80,12 @@ class SimConfig:
                                   "FIFO would have sent them (p4cc.sim.fifo_tail) | fluid: "
                                   "proportional service only (before session 11; the "
                                   "last bytes linger ~20 drain times)"})
+    tail_loss: str = field(
+        default="packet", metadata={"help": "packet: a flow with nothing left to inject "
+                                    "loses whole packets, drawn (p4cc.sim.tail_loss) | "
+                                    "fluid: a fraction of whatever it brings (before "
+                                    "session 29; go-back-N resends of its last bytes "
+                                    "then lose a fraction again, round after round)"})
     mark_depth: str = field(
         default="enqueue", metadata={"help": "the depth an ECN mark is drawn from: "
                                      "enqueue (the depth the departing bytes found when "
@@ -120,6 +127,9 @@ class SimConfig:
         if self.mark_depth not in MARK_DEPTHS:
             raise ConfigError(f"SimConfig.mark_depth must be one of {', '.join(MARK_DEPTHS)}, "
                               f"got {self.mark_depth!r}")
+        if self.tail_loss not in TAIL_LOSSES:
+            raise ConfigError(f"SimConfig.tail_loss must be one of {', '.join(TAIL_LOSSES)}, "
+                              f"got {self.tail_loss!r}")
         if self.queue_tail not in QUEUE_TAILS:
             raise ConfigError(f"SimConfig.queue_tail must be one of {', '.join(QUEUE_TAILS)}, "
                               f"got {self.queue_tail!r}")

@@ -57,6 +57,7 @@ from p4cc.sim.gobackn import (
 from p4cc.sim.kernel import fabric_step, warm_up
 from p4cc.sim.pfc import Pfc
 from p4cc.sim.slots import SlotPool
+from p4cc.sim.tail_loss import spare_tails
 from p4cc.sim.telemetry import PortCounters
 from p4cc.topo.spec import TopoSpec
 
@@ -117,6 +118,7 @@ class Engine(SlotPool):
         self._n_lost = np.zeros(self.Dr, dtype=np.bool_)
         self._gbn = cfg.loss_recovery == "go-back-n"
         self._fifo = FifoTail(fab.n_ports + 1) if cfg.queue_tail == "fifo" else None
+        self._packet_tails = cfg.tail_loss == "packet"
         self.pfc = Pfc(fab, cfg.pfc_alpha, pool) if cfg.pfc else None
         self._junk = False  # some flow has bytes in flight its receiver will discard
         self._n_rtt = np.zeros(self.Dr, dtype=np.bool_)
@@ -250,6 +252,8 @@ class Engine(SlotPool):
         # losses
         if before is not None:  # go-back-N: receivers drop what follows a gap
             self._junk = discard(self.junk, self.delivered, before)
+        if dropped and self._packet_tails:  # a sent flow's last bytes: whole packets
+            dropped = spare_tails(self, send, self._out[1], q, q_new, dep_q, lost_f)
         if dropped:
             idx = (lost_f > 0).nonzero()[0]
             self.lost += lost_f
