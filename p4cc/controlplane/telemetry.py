@@ -3,8 +3,8 @@
 Each poll reads the cumulative counters ``port_offered``, ``port_tx``, ``port_marked``
 over P4Runtime (one ReadRequest, a wildcard entity each) and the telemetry registers over
 Thrift (REFERENCE §1, one whole-array read each); the counter read is sent first and
-collected after the Thrift calls, so the two overlap.  Two data-plane programs are understood
-(p4src/include/telemetry.p4):
+collected after the Thrift reads up to the epoch switch, so they overlap.  Two data-plane
+programs are understood (p4src/include/telemetry.p4):
 
 * the epoch program (default build; p4cc.controlplane.epoch): the queue sums are
   cumulative and the maxima/bitmaps banked by epoch; a poll reads the sums, writes the
@@ -255,9 +255,10 @@ class TelemetryPoller:
 
     def _start_counters(self) -> Callable[[], dict[str, dict[int, tuple[int, int]]]]:
         """Send the counter read and return its collector.  P4RuntimeClient sends it at
-        once and the Thrift reads overlap it (the poll's reads then span about the
-        longer of the two, not their sum: docs/benchmarks.md, "read spread"); a reader
-        without ``start_read_counters_many`` is read here, before the registers."""
+        once and the Thrift reads overlap it (measured in docs/benchmarks.md
+        "controlloop": a shorter spread on a busy machine and in a run's tail, the same
+        median on an idle one); a reader without ``start_read_counters_many`` is read
+        here, before the registers."""
         start = getattr(self.counters, "start_read_counters_many", None)
         if start is not None:
             collect: Callable[[], dict[str, dict[int, tuple[int, int]]]] = start(COUNTERS)

@@ -124,15 +124,12 @@ class SimConfig:
         check_alpha(self.pfc_alpha)
         check_buffer(self.pfc_buffer)
         check_pool(self.pfc_pool_bytes)
-        if self.mark_depth not in MARK_DEPTHS:
-            raise ConfigError(f"SimConfig.mark_depth must be one of {', '.join(MARK_DEPTHS)}, "
-                              f"got {self.mark_depth!r}")
-        if self.tail_loss not in TAIL_LOSSES:
-            raise ConfigError(f"SimConfig.tail_loss must be one of {', '.join(TAIL_LOSSES)}, "
-                              f"got {self.tail_loss!r}")
-        if self.queue_tail not in QUEUE_TAILS:
-            raise ConfigError(f"SimConfig.queue_tail must be one of {', '.join(QUEUE_TAILS)}, "
-                              f"got {self.queue_tail!r}")
+        for name, choices in (("mark_depth", MARK_DEPTHS), ("tail_loss", TAIL_LOSSES),
+                              ("queue_tail", QUEUE_TAILS)):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ConfigError(f"SimConfig.{name} must be one of {', '.join(choices)}, "
+                                  f"got {value!r}")
 
     # -- resolved values -------------------------------------------------------------
     def dt(self, scale: Scale) -> float:
