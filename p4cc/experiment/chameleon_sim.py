@@ -11,12 +11,14 @@ the engine, and the proxies return the new thresholds in the same interval.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from p4cc.analysis import metrics
 from p4cc.chameleon import space
 from p4cc.chameleon.client import ReportBuilder
 from p4cc.chameleon.stats import Counter, busy
@@ -34,9 +36,8 @@ from p4cc.topo.spec import TopoSpec
 
 def jain(x: np.ndarray) -> float | None:
     """Jain's fairness index of the finite values of ``x`` (None: none, or all zero)."""
-    x = x[np.isfinite(x)]
-    sq = float((x * x).sum())
-    return float(x.sum()) ** 2 / (len(x) * sq) if len(x) and sq > 0 else None
+    j = metrics.jain(x[np.isfinite(x)])
+    return None if math.isnan(j) else j
 
 
 class DirectLink:
