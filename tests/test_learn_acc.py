@@ -175,3 +175,17 @@ def test_idle_ports_weigh_nothing_in_the_ddqn_loss() -> None:
                                   mem.local.agent[:, :20] == 0)
     t = acc.to_tensors(s, 1)
     assert t["w"].shape == t["rew"].shape == (1, 32)
+
+
+def test_replay_is_prioritised_online_only() -> None:
+    """§4.3: online training prioritises transitions by reward; offline samples uniformly."""
+    cfg = acc.AccConfig()
+    assert cfg.online_priority > 0
+    assert acc.sample_priority("offline", cfg) == 0.0
+    assert acc.sample_priority("online", cfg) == cfg.online_priority
+    off = dataclasses.replace(cfg, online_priority=0.0)
+    assert acc.sample_priority("online", off) == 0.0
+    from p4cc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="online_priority"):
+        dataclasses.replace(cfg, online_priority=-0.5)

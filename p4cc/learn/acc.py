@@ -68,6 +68,10 @@ class AccConfig:
     online_decay: float = field(default=0.99, metadata={
         "help": "online ε_t = ε·decay^(t/T) (§4.3 'exponentially decayed'; PET's form)"})
     online_decay_steps: int = field(default=50, metadata={"help": "T of the online decay"})
+    online_priority: float = field(default=1.0, metadata={
+        "help": "online: sample the local memory with P ∝ (r − min r + 1e-3)^α, this α "
+                "(§4.3 'actions resulting large reward will be prioritised'; formula ours, "
+                "p4cc.learn.replay); 0: uniform.  Offline sampling is uniform"})
     log_every: int = field(default=100, metadata={"help": "intervals per curve row"})
     threads: int = field(default=1, metadata={"help": "torch CPU threads"})
     explore_hold: int = field(default=1, metadata={
@@ -78,6 +82,11 @@ class AccConfig:
     learn_idle: bool = field(default=False, metadata={
         "help": "learn from idle ports too (no queue, no traffic: every action earns the "
                 "same reward); default weight 0, as idle queues skip inference (§4.2)"})
+
+    def __post_init__(self) -> None:
+        if not self.online_priority >= 0.0:
+            raise ConfigError(f"online_priority must be >= 0 (0: uniform sampling), "
+                              f"got {self.online_priority}")
 
 
 # -- the DDQN loss (Algorithm 1, eq. 3-4) -------------------------------------------------
@@ -128,6 +137,11 @@ def update(qnet: GroupMLP, target: GroupMLP, opt: torch.optim.Optimizer,
 def offline_epsilon(step: int, cfg: AccConfig) -> float:
     span = max(1.0, cfg.eps_fraction * cfg.steps)
     return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * max(0.0, 1.0 - step / span)
+
+
+def sample_priority(phase: str, cfg: AccConfig) -> float:
+    """α of the replay's reward priority: ``online_priority`` online (§4.3), 0 offline."""
+    return cfg.online_priority if phase == "online" else 0.0
 
 
 def online_epsilon(t: int, cfg: AccConfig) -> float:
@@ -206,7 +220,8 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
         if (t + 1) % cfg.exchange_every == 0:
             mem.exchange(rng, cfg.exchange_push, cfg.exchange_pull)  # §3.4
         if t >= cfg.learning_starts:
-            b = to_tensors(mem.sample(rng, cfg.batch_size), qnet.groups)  # Alg. 1 line 7
+            b = to_tensors(mem.sample(rng, cfg.batch_size, sample_priority(phase, cfg)),
+                           qnet.groups)  # Alg. 1 line 7
             losses.append(update(qnet, target, opt, b, cfg.gamma))
             grad_steps += 1
             if grad_steps % cfg.target_every == 0:  # Alg. 1 line 9

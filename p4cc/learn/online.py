@@ -11,7 +11,8 @@ training", PET §4.4.2 "online incremental training"):
 * a transition is (state at interval t, action chosen at t, reward of the record of
   interval t+1, state at t+1): the record after a decision shows its effect;
 * ACC: ε-greedy with ε_t = 0.2·0.99^(t/50) (p4cc.learn.acc.online_epsilon), local
-  replay per port plus ONE global memory shared by every switch's agents of the run,
+  replay per port, sampled by reward priority (``online_priority``, §4.3), plus ONE
+  global memory shared by every switch's agents of the run,
   exchanged every ``exchange_every`` intervals (§3.4), one DDQN step per interval after
   ``learning_starts`` (p4cc.learn.acc.update), target copy every ``target_every`` steps;
 * PET: actions sampled from the ε-mixed policy (eq. 13, p4cc.learn.pet.act), one IPPO
@@ -223,7 +224,9 @@ class OnlineAcc(_OnlineAgent):
                 self.mem.exchange(self.rng, cfg.exchange_push, cfg.exchange_pull)
         if self.t < cfg.learning_starts:
             return
-        b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size), self.qnet.groups)
+        b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size,
+                                           acc.sample_priority("online", cfg)),
+                           self.qnet.groups)
         self.last_loss = acc.update(self.qnet, self.target, self.opt, b, cfg.gamma)
         self.updates += 1
         if self.updates % cfg.target_every == 0:  # Alg. 1 line 9

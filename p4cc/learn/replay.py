@@ -6,6 +6,12 @@ global memory, and a sample of the global memory is added to every local memory,
 agents learn from each other's parts of the network (ACC §3.4, after A3C [37]).
 Local memories are rings written in lockstep (every agent adds one transition per
 interval and receives the same number from the global memory), stored as one array.
+
+Online, ACC samples a local memory with priority: "the actions resulting large reward
+will be prioritised" (§4.3).  The paper gives no formula; ours (:func:`reward_priorities`)
+is proportional prioritisation (Schaul et al., ICLR 2016, eq. 1) with the reward in
+place of the TD error: P(i) ∝ (r_i − min r + ε)^α over the agent's stored transitions,
+α = 0 uniform.  As in the paper, no importance-sampling correction.
 """
 
 from __future__ import annotations
@@ -23,6 +29,19 @@ class Batch:
     next_obs: np.ndarray  # (N, B, d)
     agent: np.ndarray  # (N, B) which agent produced the transition
     weight: np.ndarray | None = None  # (N, B) loss weight (0: an idle port's transition)
+
+
+#: ε of the priorities: the lowest reward in a memory keeps a non-zero chance
+PRIORITY_EPS = 1e-3
+
+
+def reward_priorities(rew: np.ndarray, alpha: float) -> np.ndarray:
+    """Per row of ``rew`` (agents × stored transitions): the sampling probabilities
+    (r − min r + ε)^α, normalised (α = 0: uniform)."""
+    if alpha < 0:
+        raise ValueError(f"priority exponent must be >= 0, got {alpha}")
+    p = (rew - rew.min(axis=1, keepdims=True) + PRIORITY_EPS) ** alpha
+    return p / p.sum(axis=1, keepdims=True)
 
 
 class _Ring:
@@ -65,11 +84,19 @@ class ReplayMemory:
         loc.agent[:, i] = np.arange(self.n)
         loc.weight[:, i] = 1.0 if weight is None else weight
 
-    def sample(self, rng: np.random.Generator, batch: int) -> Batch:
-        """``batch`` transitions per agent from its own local memory."""
-        j = rng.integers(0, self.local.size, (self.n, batch))
-        a = np.arange(self.n)[:, None]
+    def sample(self, rng: np.random.Generator, batch: int, priority: float = 0.0) -> Batch:
+        """``batch`` transitions per agent from its own local memory: uniformly, or with
+        ``priority`` = α > 0 by reward (:func:`reward_priorities`)."""
         loc = self.local
+        a = np.arange(self.n)[:, None]
+        if priority == 0.0:
+            j = rng.integers(0, loc.size, (self.n, batch))
+        else:  # inverse CDF per agent, all rows in one search (row k's CDF shifted by k)
+            p = reward_priorities(loc.rew[:, :loc.size].astype(np.float64), priority)
+            cdf = np.cumsum(p, axis=1) + a
+            u = rng.random((self.n, batch)) + a
+            j = np.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(u.shape)
+            j = np.minimum(j - a * loc.size, loc.size - 1)  # float sums short of k + 1
         return Batch(loc.obs[a, j], loc.act[a, j], loc.rew[a, j], loc.next_obs[a, j],
                      loc.agent[a, j], loc.weight[a, j])
 
