@@ -68,3 +68,22 @@ def test_only_stored_transitions_are_sampled() -> None:
     t = b.obs[..., 0] - 100.0 * np.arange(2)[:, None]
     assert t.min() >= 0 and t.max() <= 3
     assert set(np.unique(t[0]).tolist()) == {0.0, 1.0, 2.0, 3.0}
+
+
+def test_transitions_the_loss_ignores_are_not_prioritised() -> None:
+    """Idle ports' transitions (loss weight 0) are never drawn by priority, however
+    large their reward; an agent with only such transitions samples them all."""
+    rew = np.array([[0.1, 0.9, 0.2, 0.95], [0.5, 0.6, 0.7, 0.8]])
+    learns = np.array([[True, False, True, False], [False] * 4])
+    p = reward_priorities(rew, 1.0, learns)
+    np.testing.assert_array_equal(p[0] > 0, learns[0])
+    raw = (np.array([0.1, 0.2]) - 0.1 + PRIORITY_EPS)
+    np.testing.assert_allclose(p[0, [0, 2]], raw / raw.sum())
+    np.testing.assert_allclose(p[1], reward_priorities(rew[1:], 1.0)[0])  # none: all
+    mem = ReplayMemory(n_agents=2, obs_dim=1, local_capacity=10, global_capacity=10)
+    for t in range(4):
+        obs = (100.0 * np.arange(2) + t)[:, None].astype(np.float32)
+        mem.add(obs, np.full(2, t), rew[:, t].astype(np.float32), obs, learns[:, t] * 1.0)
+    b = mem.sample(np.random.default_rng(0), 2_000, priority=1.0)
+    assert set(np.unique(b.obs[0, :, 0]).tolist()) == {0.0, 2.0}
+    assert set(np.unique(b.obs[1, :, 0] - 100).tolist()) == {0.0, 1.0, 2.0, 3.0}

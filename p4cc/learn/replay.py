@@ -10,8 +10,9 @@ interval and receives the same number from the global memory), stored as one arr
 Online, ACC samples a local memory with priority: "the actions resulting large reward
 will be prioritised" (§4.3).  The paper gives no formula; ours (:func:`reward_priorities`)
 is proportional prioritisation (Schaul et al., ICLR 2016, eq. 1) with the reward in
-place of the TD error: P(i) ∝ (r_i − min r + ε)^α over the agent's stored transitions,
-α = 0 uniform.  As in the paper, no importance-sampling correction.
+place of the TD error: P(i) ∝ (r_i − min r + ε)^α over the agent's stored transitions
+that the loss learns from (weight > 0: an idle port's reward is the same for every
+action), α = 0 uniform.  As in the paper, no importance-sampling correction.
 """
 
 from __future__ import annotations
@@ -35,12 +36,18 @@ class Batch:
 PRIORITY_EPS = 1e-3
 
 
-def reward_priorities(rew: np.ndarray, alpha: float) -> np.ndarray:
+def reward_priorities(rew: np.ndarray, alpha: float,
+                      learns: np.ndarray | None = None) -> np.ndarray:
     """Per row of ``rew`` (agents × stored transitions): the sampling probabilities
-    (r − min r + ε)^α, normalised (α = 0: uniform)."""
+    (r − min r + ε)^α, normalised (α = 0: uniform).  ``learns`` (same shape, bool): the
+    transitions the loss learns from (weight > 0); the others get probability 0 and
+    take no part in the minimum, unless a row has none, which is then sampled over all."""
     if alpha < 0:
         raise ValueError(f"priority exponent must be >= 0, got {alpha}")
-    p = (rew - rew.min(axis=1, keepdims=True) + PRIORITY_EPS) ** alpha
+    keep = np.ones(rew.shape, bool) if learns is None else learns.astype(bool)
+    keep = keep | ~keep.any(axis=1, keepdims=True)  # a row without any: all of it
+    low = np.where(keep, rew, np.inf).min(axis=1, keepdims=True)
+    p = np.where(keep, (np.where(keep, rew, low) - low + PRIORITY_EPS) ** alpha, 0.0)
     return p / p.sum(axis=1, keepdims=True)
 
 
@@ -92,7 +99,8 @@ class ReplayMemory:
         if priority == 0.0:
             j = rng.integers(0, loc.size, (self.n, batch))
         else:  # inverse CDF per agent, all rows in one search (row k's CDF shifted by k)
-            p = reward_priorities(loc.rew[:, :loc.size].astype(np.float64), priority)
+            p = reward_priorities(loc.rew[:, :loc.size].astype(np.float64), priority,
+                                  loc.weight[:, :loc.size] > 0)
             cdf = np.cumsum(p, axis=1) + a
             u = rng.random((self.n, batch)) + a
             j = np.searchsorted(cdf.ravel(), u.ravel(), side="right").reshape(u.shape)
