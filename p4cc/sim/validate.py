@@ -18,7 +18,6 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from p4cc.analysis import metrics
 from p4cc.controlplane.ecn import static_setting
 from p4cc.errors import ConfigError
 from p4cc.hostcc import rlcc, rlcc_policies, rlcc_rule
@@ -31,9 +30,8 @@ from p4cc.topo.spec import parse_topo
 
 
 def jain(x: np.ndarray) -> float:
-    """Jain's index of the flows' throughputs, 0 when none sent (the tables' convention)."""
-    j = metrics.jain(x)
-    return 0.0 if math.isnan(j) else j
+    x = np.asarray(x, dtype=np.float64)
+    return float(x.sum() ** 2 / (len(x) * np.square(x).sum())) if np.any(x > 0) else 0.0
 
 
 def _incast(n: int, senders: int, stagger_s: float = 0.0) -> pd.DataFrame:
