@@ -224,8 +224,7 @@ class OnlineAcc(_OnlineAgent):
                 self.mem.exchange(self.rng, cfg.exchange_push, cfg.exchange_pull)
         if self.t < cfg.learning_starts:
             return
-        b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size,
-                                           acc.sample_priority("online", cfg)),
+        b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size, cfg.online_priority),
                            self.qnet.groups)
         self.last_loss = acc.update(self.qnet, self.target, self.opt, b, cfg.gamma)
         self.updates += 1

@@ -47,7 +47,8 @@ def reward_priorities(rew: np.ndarray, alpha: float,
     keep = np.ones(rew.shape, bool) if learns is None else learns.astype(bool)
     keep = keep | ~keep.any(axis=1, keepdims=True)  # a row without any: all of it
     low = np.where(keep, rew, np.inf).min(axis=1, keepdims=True)
-    p = np.where(keep, (np.where(keep, rew, low) - low + PRIORITY_EPS) ** alpha, 0.0)
+    base = np.where(keep, rew, low) - low + PRIORITY_EPS  # > 0 everywhere: no NaN powers
+    p = np.where(keep, base ** alpha, 0.0)
     return p / p.sum(axis=1, keepdims=True)
 
 
