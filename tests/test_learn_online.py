@@ -5,6 +5,7 @@ weights written to the run directory, and the error without torch."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from p4cc.controlplane.agents.learned import LearnedAgent
 from p4cc.controlplane.agents.mlp import load_npz
 from p4cc.controlplane.agents.static import make_agent
 from p4cc.errors import ConfigError
-from p4cc.experiment.agents import RunAgents, online_parts
+from p4cc.experiment.agents import RunAgents, online_items, online_parts
 from p4cc.scale import get_scale
 
 SCALE = get_scale("testbed")
@@ -32,6 +33,82 @@ def test_online_names() -> None:
     assert online_parts("PET:online:/x/pet.npz") == ("pet", "/x/pet.npz")
     assert online_parts("acc") is None and online_parts("acc:/x/online.npz") is None
     assert online_parts("secn1:online") is None
+    assert online_parts("acc:online:/x/a.npz,online_priority=0") == ("acc", "/x/a.npz")
+    assert online_items("acc:online:/x/a.npz,online_priority=0, learning_starts=20") == [
+        "online_priority=0", "learning_starts=20"]
+    assert online_items("acc:online") == []
+    assert online_items("static:20000,640000,0.1") == []  # a static agent's own commas
+    for bad in ("acc:online,online_priority", "acc:online,=1", "pet:online,rollout="):
+        with pytest.raises(ConfigError, match="is not field=value"):
+            online_items(bad)
+
+
+def test_online_settings_are_checked_before_a_run() -> None:
+    pytest.importorskip("torch")
+    agents = RunAgents()
+    agents.check("acc:online,online_priority=0.5,learning_starts=20")
+    for name, why in (("acc:online,foo=1", "'foo' is not an online setting of acc"),
+                      ("pet:online,online_priority=1", "not an online setting of pet"),
+                      ("acc:online,online_priority=-1", "out of range; it must be >= 0"),
+                      ("acc:online,batch_size=0", "batch_size=0 is out of range"),
+                      ("acc:online,gamma=1.5", "must be >= 0 and <= 1"),
+                      ("pet:online,clip=nan", "clip=nan is out of range"),
+                      ("acc:online,learning_starts=2.5", "learning_starts=2.5: invalid"),
+                      ("acc:online,lr=fast", "lr=fast: could not convert")):
+        with pytest.raises(ConfigError, match=re.escape(f"agent {name!r}")) as exc:
+            agents.check(name)
+        assert why in str(exc.value)
+        with pytest.raises(ConfigError, match=re.escape(why)):
+            agents.make(name, SCALE)
+    assert agents.online == {}
+
+
+def test_a_spec_refuses_online_items_that_are_not_field_value() -> None:
+    from p4cc.experiment.spec import parse_spec
+
+    doc = {"name": "x", "backend": "sim", "topology": "star,hosts=4", "scale": "testbed",
+           "duration_s": 1.0, "agents": ["secn1", "acc:online,online_priority"],
+           "workloads": [{"type": "websearch", "load": 0.5}]}
+    with pytest.raises(ConfigError, match=r"agents\[1\].*is not field=value"):
+        parse_spec(doc)
+    doc["agents"] = ["acc:online,online_priority=0", "static:20000,640000,0.1"]
+    assert parse_spec(doc).agents == tuple(doc["agents"])
+
+
+@pytest.mark.parametrize("priority", [None, 0.0, 0.5])
+def test_online_settings_from_the_name_reach_the_learner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, priority: float | None) -> None:
+    pytest.importorskip("torch")
+    from p4cc.learn.online import OnlineConfig
+    from p4cc.learn.replay import ReplayMemory
+
+    drawn: list[float] = []
+    sample = ReplayMemory.sample
+
+    def spy(self: ReplayMemory, rng: np.random.Generator, batch: int,
+            prio: float = 0.0) -> object:
+        drawn.append(prio)
+        return sample(self, rng, batch, prio)
+
+    monkeypatch.setattr(ReplayMemory, "sample", spy)
+    base = random_checkpoint(tmp_path / "acc.npz", "acc")
+    name = f"acc:online:{base},learning_starts=3"
+    if priority is not None:
+        name += f",online_priority={priority}"
+    # the caller's settings come first, the name's override them
+    agents = RunAgents(config=OnlineConfig(seed=2, settings=(("learning_starts", 50),
+                                                             ("batch_size", 8))))
+    agent = agents.make(name, SCALE)
+    agent.reset({p: None for p in range(1, 3)})
+    rng = np.random.default_rng(0)
+    for k in range(8):
+        agent.act(synthetic_records("testbed", 2, 0.01 * (k + 1), rng))
+    cfg = agent.cfg  # type: ignore[attr-defined]
+    assert cfg.learning_starts == 3 and cfg.batch_size == 8
+    want = 1.0 if priority is None else priority  # AccConfig's default: 1
+    assert cfg.online_priority == want
+    assert len(drawn) == agent.updates > 0  # type: ignore[attr-defined]
+    assert set(drawn) == {want}
 
 
 def test_without_torch_a_clear_config_error(monkeypatch: pytest.MonkeyPatch,

@@ -2,8 +2,10 @@
 
 ``RunAgents.make(name, scale)`` gives every switch its own agent object.  Names are those
 of p4cc.controlplane.agents.static.make_agent (``secn1``, ``acc``, ``acc:<path>``, ...)
-and the online variants ``acc:online[:<checkpoint>]`` / ``pet:online[:<checkpoint>]``
-(p4cc.learn.online: the deployed agent keeps learning during the run).  Those live in
+and the online variants ``acc:online[:<checkpoint>][,field=value...]`` /
+``pet:online[...]`` (p4cc.learn.online: the deployed agent keeps learning during the
+run; ``field=value`` overrides a field of AccConfig / PetConfig for the online phase,
+e.g. ``acc:online,online_priority=0``; a checkpoint path may not contain a comma).  Those live in
 p4cc.learn, which p4cc.controlplane must not import (the layer contract), so they are
 resolved here; every switch's online agent of the same name joins one OnlineRun, and
 ``finish`` writes the fine-tuned weights into the run directory.
@@ -11,24 +13,43 @@ resolved here; every switch's online agent of the same name joins one OnlineRun,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from p4cc.controlplane.agents.base import Agent
 from p4cc.controlplane.agents.static import make_agent
+from p4cc.errors import ConfigError
 from p4cc.scale import Scale
 
 ONLINE = "online"
 
 
 def online_parts(name: str) -> tuple[str, str | None] | None:
-    """``("acc", path or None)`` for ``acc:online[:<path>]`` (or pet), else None."""
-    base, _, arg = name.partition(":")
+    """``("acc", path or None)`` for ``acc:online[:<path>][,field=value...]`` (or pet),
+    else None."""
+    base, _, arg = name.split(",", 1)[0].partition(":")
     head, _, path = arg.partition(":")
     if base.lower() in ("acc", "pet") and head.lower() == ONLINE:
         return base.lower(), path or None
     return None
+
+
+def online_items(name: str) -> list[str]:
+    """The ``field=value`` items of an online agent's name (``[]`` for other names, whose
+    commas are their own: ``static:20000,640000,0.1``).  ConfigError for an item that is
+    not ``field=value``; the fields themselves are checked by
+    p4cc.learn.online.online_overrides (it needs torch)."""
+    if online_parts(name) is None:
+        return []
+    items = [x.strip() for x in name.split(",")[1:]]
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not (sep and key.strip() and value.strip()):
+            raise ConfigError(f"agent {name!r}: {item!r} is not field=value (online "
+                              f"settings: acc:online[:<checkpoint>],field=value,...)")
+    return items
 
 
 class RunAgents:
@@ -45,9 +66,10 @@ class RunAgents:
         online variants: torch missing (the train extra)."""
         parts = online_parts(name)
         if parts is not None:
-            from p4cc.learn.online import require_torch
+            from p4cc.learn.online import online_overrides, require_torch
 
             require_torch(name)
+            online_overrides(parts[0], online_items(name), name)
 
     def make(self, name: str, scale: Scale) -> Agent:
         parts = online_parts(name)
@@ -55,9 +77,14 @@ class RunAgents:
             return make_agent(name, scale)
         run = self.online.get(name)
         if run is None:
-            from p4cc.learn.online import OnlineConfig, OnlineRun
+            from p4cc.learn.online import OnlineConfig, OnlineRun, online_overrides
 
-            run = OnlineRun(parts[0], parts[1], self.config or OnlineConfig(seed=self.seed))
+            config = self.config or OnlineConfig(seed=self.seed)
+            items = online_items(name)
+            if items:  # the name's settings after the caller's
+                over = online_overrides(parts[0], items, name)
+                config = dataclasses.replace(config, settings=(*config.settings, *over))
+            run = OnlineRun(parts[0], parts[1], config)
             self.online[name] = run
         agent: Agent = run.make(scale)
         return agent

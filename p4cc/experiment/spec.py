@@ -20,6 +20,7 @@ import yaml
 
 from p4cc.controlplane.agents.static import agent_names
 from p4cc.errors import ConfigError
+from p4cc.experiment.agents import online_items
 from p4cc.hostcc.cc import host_cc_kind, host_cc_names
 from p4cc.scale import SCALES, Scale, get_scale
 from p4cc.topo.spec import TopoSpec, parse_topo
@@ -230,6 +231,10 @@ def parse_spec(doc: Any, source: str = "<spec>", base_dir: Path | None = None) -
             raise err(f"agents[{i}]", f"{a!r} is not an agent name like 'secn1' or 'acc:file'")
         if a.partition(":")[0].lower() not in agent_names():
             raise err(f"agents[{i}]", f"unknown agent {a!r}; choose one of {agent_names()}")
+        try:  # acc:online,field=value: the items' form here, their fields when it runs
+            online_items(a)
+        except ConfigError as exc:
+            raise err(f"agents[{i}]", str(exc)) from None
     if len(set(agents)) != len(agents):
         raise err("agents", f"{agents} has duplicates")
     host_cc = doc.get("host_cc", "dcqcn")

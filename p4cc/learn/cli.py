@@ -21,7 +21,8 @@ from p4cc.errors import ConfigError, P4ccError
 ALGOS = {"acc": ("p4cc.learn.acc", "AccConfig"), "pet": ("p4cc.learn.pet", "PetConfig")}
 
 
-def _cast(text: str, like: Any) -> Any:
+def cast_value(text: str, like: Any) -> Any:
+    """``text`` as the type of ``like`` (a config field's default)."""
     if isinstance(like, bool):
         if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
             raise ConfigError(f"expected true/false, got {text!r}")
@@ -52,7 +53,7 @@ def apply_overrides(cfg: Any, items: list[str], prefix: str = "") -> Any:
             cfg = dataclasses.replace(cfg, **{head: inner})
             continue
         try:
-            value = _cast(text, getattr(cfg, head))
+            value = cast_value(text, getattr(cfg, head))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"--set {prefix}{item}: {exc}") from exc
         cfg = dataclasses.replace(cfg, **{head: value})

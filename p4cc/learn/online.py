@@ -30,7 +30,9 @@ without the ``train`` extra that raises a ConfigError saying how to install it.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -59,6 +61,69 @@ def require_torch(what: str) -> None:
         raise ConfigError(f"{what}: online fine-tuning needs torch, which is not "
                           f"installed ({exc}); install the train extra: {TRAIN_EXTRA}"
                           ) from None
+
+
+#: the AccConfig / PetConfig fields an online agent reads (OnlineAcc / OnlinePet below), the
+#: ones ``acc:online,field=value`` may set; the others (template, network, training
+#: fabric, ...) come from the checkpoint or the run
+ONLINE_FIELDS: dict[str, tuple[str, ...]] = {
+    "acc": ("gamma", "lr", "batch_size", "local_capacity", "global_capacity",
+            "exchange_every", "exchange_push", "exchange_pull", "learning_starts",
+            "target_every", "online_eps", "online_decay", "online_decay_steps",
+            "online_priority"),
+    "pet": ("gamma", "gae_lambda", "clip", "lr_actor", "lr_critic", "rollout", "epochs",
+            "minibatches", "entropy_coef", "explore", "explore_decay", "explore_steps"),
+}
+
+
+#: ranges of the ONLINE_FIELDS: (low, high, low included); counts and rates > 0,
+#: probabilities, discounts and decays in [0, 1] (a decay of 0 is allowed: no exploration
+#: after the first step), the rest >= 0
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    **dict.fromkeys(("batch_size", "local_capacity", "global_capacity", "exchange_every",
+                     "target_every", "online_decay_steps", "lr", "lr_actor", "lr_critic",
+                     "rollout", "epochs", "minibatches", "explore_steps", "clip"),
+                    (0.0, math.inf, False)),
+    **dict.fromkeys(("gamma", "gae_lambda", "online_eps", "online_decay", "explore",
+                     "explore_decay"), (0.0, 1.0, True)),
+    **dict.fromkeys(("learning_starts", "exchange_push", "exchange_pull", "entropy_coef",
+                     "online_priority"), (0.0, math.inf, True)),
+}
+
+
+def online_overrides(algo: str, items: list[str], name: str = "") -> tuple[tuple[str, Any], ...]:
+    """``["online_priority=0", "learning_starts=20"]`` -> the typed (field, value) pairs
+    for OnlineConfig.settings, checked against ONLINE_FIELDS and their ranges (ConfigError
+    naming ``name``, the agent, and the item).  Needs torch (the configs live beside the
+    training code, which imports it)."""
+    label = name or f"{algo}:online"
+    if not items:
+        return ()
+    require_torch(label)
+    from p4cc.learn.cli import ALGOS, cast_value
+
+    module, cls = ALGOS[algo]
+    base = getattr(importlib.import_module(module), cls)()
+    allowed = ONLINE_FIELDS[algo]
+    values: dict[str, Any] = {}
+    for item in items:
+        key, _, text = (x.strip() for x in item.partition("="))
+        if key not in allowed:
+            raise ConfigError(f"agent {label!r}: {key!r} is not an online setting of "
+                              f"{algo}; choose from {', '.join(allowed)}")
+        try:
+            value = cast_value(text, getattr(base, key))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"agent {label!r}: {key}={text}: {exc}") from None
+        lo, hi, lo_ok = _RANGES[key]
+        above = value >= lo if lo_ok else value > lo
+        if not (math.isfinite(value) and above and value <= hi):
+            bound = f"{'>=' if lo_ok else '>'} {lo:g}" + (f" and <= {hi:g}"
+                                                           if math.isfinite(hi) else "")
+            raise ConfigError(f"agent {label!r}: {key}={text} is out of range; it must "
+                              f"be {bound}")
+        values[key] = value
+    return tuple(values.items())
 
 
 @dataclass(frozen=True)
