@@ -384,3 +384,31 @@ def test_report_leaves_unfaithful_runs_out_and_says_so(pool_sweep: Path,
     assert "1 of 2 runs with a verdict are faithful" in md
     assert f"seed {bad['seed']}: UNFAITHFUL: switch_cpu (9/100)" in md
     assert "(n = 1)" in md
+
+
+def test_report_names_the_commits_and_warns_when_a_sweep_mixes_them(
+        pool_sweep: Path, tmp_path: Path) -> None:
+    # a sweep whose worktree moved mid-way mixes code (session 30's runs/ws60_s30)
+    root = tmp_path / "sweep"
+    shutil.copytree(pool_sweep, root)
+    info = json.loads((root / "sweep.json").read_text())
+    dirs = [root / r["dir"] for r in info["runs"]]
+    for d, (commit, dirty) in zip(dirs, [("a" * 40, False), ("a" * 40, False),
+                                         ("b" * 40, True), (None, None)], strict=True):
+        v = json.loads((d / "versions.json").read_text())
+        (d / "versions.json").write_text(json.dumps({**v, "git_commit": commit,
+                                                     "git_dirty": dirty}))
+    md = build_sweep_report(root).read_text()
+    runs = pd.read_csv(root / "report" / "runs.csv", dtype={"git_commit": str})
+    assert sorted(runs["git_commit"].fillna("")) == ["", "a" * 40, "a" * 40, "b" * 40]
+    sw = md.index("## Software")
+    assert md.index("## Fidelity") < sw < md.index("## fct_all_avg_s")
+    assert "`aaaaaaaaaa` (2 runs), `bbbbbbbbbb` (1 run); 1 run without one." in md
+    assert "the runs come from 2 commits" in md and "1 run ran from a modified tree" in md
+    # one clean commit: named, no warning
+    for d in dirs:
+        v = json.loads((d / "versions.json").read_text())
+        (d / "versions.json").write_text(json.dumps({**v, "git_commit": "c" * 40,
+                                                     "git_dirty": False}))
+    md = build_sweep_report(root).read_text()
+    assert "`cccccccccc` (4 runs)." in md and "Warning" not in md

@@ -5,13 +5,16 @@ Reads ``sweep.json`` (p4cc.experiment.sweep) and every complete run's headline m
 
 * ``runs.csv``: one row per complete run: point, the grid values, agent, seed, its
   fidelity verdict (``faithful``: true / false, empty for a run without one, such as the
-  simulator's; p4cc.analysis.fidelity) and metrics;
+  simulator's; p4cc.analysis.fidelity), the commit it ran (``git_commit``,
+  ``git_dirty``: its ``versions.json``) and metrics;
 * ``sweep.csv``: one row per (point, agent): the grid values, ``runs``, ``unfaithful``
   and for each metric ``<metric>_mean``, ``<metric>_ci95`` (half-width, Student t over
   seeds, p4cc.analysis.stats.mean_ci) and ``<metric>_n``, **over the runs not judged
   unfaithful** (issue 10: a run whose emulation fell behind is not a result);
-* ``sweep.md``: the fidelity of the runs first, then a table per metric (points x agents,
-  "mean ± half-width") and its plot;
+* ``sweep.md``: the fidelity of the runs first, then the commits the runs ran (a
+  warning when there is more than one, or a modified tree: a sweep's runs should come
+  from one commit), then a table per metric (points x agents, "mean ± half-width") and
+  its plot;
 * ``<metric>.png``: the metric against the first grid key, one line per agent (and per
   value of the other grid keys) with CI error bars.
 """
@@ -60,14 +63,55 @@ def run_table(root: Path, info: dict[str, Any]) -> pd.DataFrame:
         run = open_run(path)
         verdict = fidelity(run)
         s = summary(run)
+        commit, dirty = run_commit(path)
         rows.append({"point": r["point"], **values[r["point"]], "agent": r["agent"],
                      "seed": r["seed"],
                      "faithful": None if verdict is None else bool(verdict.get("faithful")),
                      "fidelity": "" if verdict is None else str(verdict.get("summary", "")),
+                     "git_commit": commit, "git_dirty": dirty,
                      **{m: s.get(m, math.nan) for m in METRICS}})
     keys = [g["key"] for g in info["grid"]]
     return pd.DataFrame(rows, columns=["point", *keys, "agent", "seed", "faithful",
-                                       "fidelity", *METRICS])
+                                       "fidelity", "git_commit", "git_dirty", *METRICS])
+
+
+def run_commit(path: Path) -> tuple[str, bool | None]:
+    """The git commit a run ran and whether its tree was modified (its versions.json;
+    ``("", None)`` when the run has none or it names no commit)."""
+    try:
+        v = json.loads((path / "versions.json").read_text())
+    except (OSError, ValueError):
+        return "", None
+    dirty = v.get("git_dirty")
+    return str(v.get("git_commit") or ""), None if dirty is None else bool(dirty)
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def provenance_section(runs: pd.DataFrame) -> list[str]:
+    """Markdown lines: the commits the runs ran, and a warning when a sweep mixes
+    commits or ran from a modified tree (its numbers may then not come from one code)."""
+    if "git_commit" not in runs or runs.empty:
+        return []
+    named = runs[runs["git_commit"].fillna("").astype(str) != ""]
+    counts = named["git_commit"].astype(str).value_counts()
+    dirty = int(named["git_dirty"].map(lambda v: str(v).strip().lower() == "true").sum())
+    lines = ["## Software", ""]
+    if counts.empty:
+        return [*lines, "No run names its git commit (no `versions.json`, or no git).", ""]
+    lines.append(", ".join(f"`{str(c)[:10]}` ({_runs(int(n))})" for c, n in counts.items())
+                 + (f"; {_runs(len(runs) - len(named))} without one"
+                    if len(named) < len(runs) else "") + ".")
+    if len(counts) > 1:
+        lines += ["", f"**Warning:** the runs come from {len(counts)} commits; compare "
+                      "them only if the code they ran is the same (`runs.csv`, "
+                      "`git_commit`)."]
+    if dirty:
+        lines += ["", f"**Warning:** {_runs(dirty)} ran from a modified tree "
+                      "(`git_dirty`); their code is not a commit's."]
+    return [*lines, ""]
 
 
 def _unfaithful(runs: pd.DataFrame) -> pd.Series:
@@ -204,6 +248,7 @@ def build_sweep_report(root: str | Path, out: str | Path | None = None) -> Path:
           f"the {LEVEL:.0%} confidence interval over seeds (Student t, n-1 degrees of "
           f"freedom); no ± with one seed; over the runs not judged unfaithful.", ""]
     md += fidelity_section(runs)
+    md += provenance_section(runs)
     for m in METRICS:
         if agg.empty or agg[f"{m}_mean"].notna().sum() == 0:
             continue
