@@ -100,7 +100,7 @@ def online_overrides(algo: str, items: list[str], name: str = "") -> tuple[tuple
     if not items:
         return ()
     require_torch(label)
-    from p4cc.learn.cli import ALGOS, cast_value
+    from p4cc.learn.settings import ALGOS, cast_value
 
     module, cls = ALGOS[algo]
     base = getattr(importlib.import_module(module), cls)()
