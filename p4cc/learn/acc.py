@@ -29,6 +29,7 @@ from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, from_agents, per_agent
 from p4cc.learn.replay import Batch, ReplayMemory
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
+from p4cc.learn.settings import check_ranges
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,7 @@ class AccConfig:
                 "same reward); default weight 0, as idle queues skip inference (§4.2)"})
 
     def __post_init__(self) -> None:
-        if not self.online_priority >= 0.0:
-            raise ConfigError(f"online_priority must be >= 0 (0: uniform sampling), "
-                              f"got {self.online_priority}")
+        check_ranges(self)  # e.g. online_priority >= 0 (0: uniform sampling)
 
 
 # -- the DDQN loss (Algorithm 1, eq. 3-4) -------------------------------------------------

@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,26 +75,11 @@ ONLINE_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-#: ranges of the ONLINE_FIELDS: (low, high, low included); counts and rates > 0,
-#: probabilities, discounts and decays in [0, 1] (a decay of 0 is allowed: no exploration
-#: after the first step), the rest >= 0
-_RANGES: dict[str, tuple[float, float, bool]] = {
-    **dict.fromkeys(("batch_size", "local_capacity", "global_capacity", "exchange_every",
-                     "target_every", "online_decay_steps", "lr", "lr_actor", "lr_critic",
-                     "rollout", "epochs", "minibatches", "explore_steps", "clip"),
-                    (0.0, math.inf, False)),
-    **dict.fromkeys(("gamma", "gae_lambda", "online_eps", "online_decay", "explore",
-                     "explore_decay"), (0.0, 1.0, True)),
-    **dict.fromkeys(("learning_starts", "exchange_push", "exchange_pull", "entropy_coef",
-                     "online_priority"), (0.0, math.inf, True)),
-}
-
-
 def online_overrides(algo: str, items: list[str], name: str = "") -> tuple[tuple[str, Any], ...]:
     """``["online_priority=0", "learning_starts=20"]`` -> the typed (field, value) pairs
-    for OnlineConfig.settings, checked against ONLINE_FIELDS and their ranges (ConfigError
-    naming ``name``, the agent, and the item).  Needs torch (the configs live beside the
-    training code, which imports it)."""
+    for OnlineConfig.settings, checked against ONLINE_FIELDS and the config's ranges
+    (ConfigError naming ``name``, the agent, and the item).  Needs torch (the configs
+    live beside the training code, which imports it)."""
     label = name or f"{algo}:online"
     if not items:
         return ()
@@ -115,14 +99,11 @@ def online_overrides(algo: str, items: list[str], name: str = "") -> tuple[tuple
             value = cast_value(text, getattr(base, key))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"agent {label!r}: {key}={text}: {exc}") from None
-        lo, hi, lo_ok = _RANGES[key]
-        above = value >= lo if lo_ok else value > lo
-        if not (math.isfinite(value) and above and value <= hi):
-            bound = f"{'>=' if lo_ok else '>'} {lo:g}" + (f" and <= {hi:g}"
-                                                           if math.isfinite(hi) else "")
-            raise ConfigError(f"agent {label!r}: {key}={text} is out of range; it must "
-                              f"be {bound}")
         values[key] = value
+    try:  # the config's own checks (p4cc.learn.settings.RANGES)
+        dataclasses.replace(base, **values)
+    except ConfigError as exc:
+        raise ConfigError(f"agent {label!r}: {exc}") from None
     return tuple(values.items())
 
 

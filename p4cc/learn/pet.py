@@ -31,6 +31,7 @@ from p4cc.errors import ConfigError
 from p4cc.learn.env import EnvConfig, TrainEnv, busy
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, per_agent
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
+from p4cc.learn.settings import check_ranges
 
 ACTOR_HEADS = ("joint", "factored")
 
@@ -86,6 +87,7 @@ class PetConfig:
                 "the 900 actions; PET gives no architecture; exported as a 900-row layer)"})
 
     def __post_init__(self) -> None:
+        check_ranges(self)
         if self.actor_head not in ACTOR_HEADS:
             raise ConfigError(f"actor_head must be one of {ACTOR_HEADS}, got "
                               f"{self.actor_head!r}")

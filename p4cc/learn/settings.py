@@ -5,12 +5,45 @@ online settings of an ``acc:online,field=value`` agent name, p4cc.learn.online) 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from p4cc.errors import ConfigError
 
 #: the trainable switch agents: module and config class (imported when used: torch)
 ALGOS = {"acc": ("p4cc.learn.acc", "AccConfig"), "pet": ("p4cc.learn.pet", "PetConfig")}
+
+
+#: ranges of the learning configs' numeric fields (AccConfig, PetConfig; checked by their
+#: ``__post_init__`` through :func:`check_ranges`, so ``--set`` and ``acc:online,field=value``
+#: get the same errors): (low, high, low included).  Counts and rates > 0; probabilities,
+#: discounts and decays in [0, 1] (a decay of 0: no exploration after the first step);
+#: the rest >= 0.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    **dict.fromkeys(("batch_size", "local_capacity", "global_capacity", "exchange_every",
+                     "target_every", "online_decay_steps", "lr", "lr_actor", "lr_critic",
+                     "rollout", "epochs", "minibatches", "explore_steps", "clip"),
+                    (0.0, math.inf, False)),
+    **dict.fromkeys(("gamma", "gae_lambda", "online_eps", "online_decay", "explore",
+                     "explore_decay"), (0.0, 1.0, True)),
+    **dict.fromkeys(("learning_starts", "exchange_push", "exchange_pull", "entropy_coef",
+                     "online_priority"), (0.0, math.inf, True)),
+}
+
+
+def check_ranges(cfg: Any) -> None:
+    """ConfigError naming the first field of ``cfg`` (a config dataclass) in RANGES whose
+    value is not a finite number inside its range."""
+    for f in dataclasses.fields(cfg):
+        if f.name not in RANGES:
+            continue
+        value = getattr(cfg, f.name)
+        lo, hi, lo_ok = RANGES[f.name]
+        above = value >= lo if lo_ok else value > lo
+        if not (math.isfinite(value) and above and value <= hi):
+            bound = f"{'>=' if lo_ok else '>'} {lo:g}" + (
+                f" and <= {hi:g}" if math.isfinite(hi) else "")
+            raise ConfigError(f"{f.name}={value:g} is out of range; it must be {bound}")
 
 
 def cast_value(text: str, like: Any) -> Any:
