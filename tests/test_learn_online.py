@@ -184,3 +184,43 @@ def test_sim_run_with_acc_online_writes_fine_tuned_weights(tmp_path: Path) -> No
     main = load_npz(base)[0]["main"]
     assert all(_changed(main, nets[f"s1:{p}"]) for p in range(1, 5))
     assert "fine-tuned weights" in (path / "log.txt").read_text()
+
+
+def _with_idle_port(recs: dict, idle: int) -> dict:
+    """``recs`` with port ``idle`` empty and silent for the interval."""
+    import dataclasses
+
+    r = recs[idle]
+    recs[idle] = dataclasses.replace(r, qlen_avg_bytes=0.0, qlen_max_bytes=0.0, tx_bps=0.0,
+                                     tx_marked_bps=0.0, tx_pkts=0, tx_marked_pkts=0,
+                                     utilization=0.0, incast_degree=0, active_flows=0,
+                                     elephant_flows=0)
+    return recs
+
+
+@pytest.mark.parametrize("algo", ["acc", "pet"])
+@pytest.mark.parametrize("learn_idle", [False, True])
+def test_online_agent_weighs_idle_ports_as_training_does(tmp_path: Path, algo: str,
+                                                         learn_idle: bool) -> None:
+    """Training (``run_phase`` of acc.py / pet.py) gives an idle port's transition loss
+    weight 0 unless ``learn_idle``; the online agent stores the same weights."""
+    pytest.importorskip("torch")
+    from p4cc.learn.online import OnlineConfig
+
+    base = random_checkpoint(tmp_path / f"{algo}.npz", algo)
+    big = ("learning_starts", 1000) if algo == "acc" else ("rollout", 1000)
+    agents = RunAgents(config=OnlineConfig(seed=1, settings=(big,)))
+    name = f"{algo}:online:{base}" + (",learn_idle=true" if learn_idle else "")
+    agent = agents.make(name, SCALE)
+    agent.reset({p: None for p in range(1, 4)})
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        agent.act(_with_idle_port(synthetic_records("testbed", 3, 0.01 * (k + 1), rng), 2))
+    if algo == "acc":
+        loc = agent.mem.local  # type: ignore[attr-defined]
+        w = loc.weight[:, :loc.size]
+    else:
+        w = np.stack(agent.buf["w"], axis=1)  # type: ignore[attr-defined]
+    assert w.shape == (3, 5)  # 3 ports, 6 intervals -> 5 transitions
+    assert np.all(w[[0, 2]] == 1.0)
+    assert np.all(w[1] == (1.0 if learn_idle else 0.0))

@@ -69,9 +69,10 @@ ONLINE_FIELDS: dict[str, tuple[str, ...]] = {
     "acc": ("gamma", "lr", "batch_size", "local_capacity", "global_capacity",
             "exchange_every", "exchange_push", "exchange_pull", "learning_starts",
             "target_every", "online_eps", "online_decay", "online_decay_steps",
-            "online_priority"),
+            "online_priority", "learn_idle"),
     "pet": ("gamma", "gae_lambda", "clip", "lr_actor", "lr_critic", "rollout", "epochs",
-            "minibatches", "entropy_coef", "explore", "explore_decay", "explore_steps"),
+            "minibatches", "entropy_coef", "explore", "explore_decay", "explore_steps",
+            "learn_idle"),
 }
 
 
@@ -140,6 +141,8 @@ def group_from_layers(per_group: list[Layers]) -> Any:
 class _OnlineAgent:
     """One switch: the deployed agent's features and template, a torch copy per port."""
 
+    cfg: Any  # the AccConfig / PetConfig the subclass builds from the run's settings
+
     def __init__(self, run: OnlineRun, scale: Scale, seed: int) -> None:
         import torch
 
@@ -186,7 +189,8 @@ class _OnlineAgent:
             rew = pet_reward(util, qlen, self.q_unit, self.w1, self.w2,
                              str(self.base.meta.get("q_guard", "floor")))
         if self._prev is not None:
-            self._learn(self._prev[0], self._prev[1], np.asarray(rew, np.float32), x)
+            self._learn(self._prev[0], self._prev[1], np.asarray(rew, np.float32), x,
+                        self._weight(self._prev[0]))
         act = self._choose(x)
         self._prev = (x, act)
         self.t += 1
@@ -196,6 +200,16 @@ class _OnlineAgent:
             if cfg != obs[port].ecn:
                 out[port] = cfg
         return out
+
+    def _weight(self, obs: np.ndarray) -> np.ndarray:
+        """Each port's loss weight for the transition from ``obs``, as in training
+        (``run_phase`` of acc.py / pet.py): 0 for a port idle in the state's latest
+        interval (its decision changes nothing it is paid for) unless ``learn_idle``."""
+        from p4cc.learn.env import busy
+
+        if self.cfg.learn_idle:
+            return np.ones(len(obs), np.float32)
+        return busy(obs, self.base.n_feat).astype(np.float32)
 
     def layers(self) -> dict[str, Layers]:
         """The fine-tuned network of every port, keyed ``<switch>:<port>``."""
@@ -219,7 +233,7 @@ class _OnlineAgent:
         raise NotImplementedError
 
     def _learn(self, obs: np.ndarray, act: np.ndarray, rew: np.ndarray,
-               next_obs: np.ndarray) -> None:
+               next_obs: np.ndarray, weight: np.ndarray) -> None:
         raise NotImplementedError
 
 
@@ -260,11 +274,11 @@ class OnlineAcc(_OnlineAgent):
         return acc.select_actions(self.qnet, x, eps, self.base.template.n_actions, self.rng)
 
     def _learn(self, obs: np.ndarray, act: np.ndarray, rew: np.ndarray,
-               next_obs: np.ndarray) -> None:
+               next_obs: np.ndarray, weight: np.ndarray) -> None:
         from p4cc.learn import acc
 
         cfg = self.cfg
-        self.mem.add(obs, act, rew, next_obs)  # Alg. 1 line 6
+        self.mem.add(obs, act, rew, next_obs, weight)  # Alg. 1 line 6
         if self.t % cfg.exchange_every == 0:
             with self.run.lock:
                 self.mem.exchange(self.rng, cfg.exchange_push, cfg.exchange_pull)
@@ -281,7 +295,7 @@ class OnlineAcc(_OnlineAgent):
 class OnlinePet(_OnlineAgent):
     """PET's online IPPO (§4.3-4.4) on this switch's ports: one actor-critic per port."""
 
-    _KEYS = ("obs", "next", "act", "logp", "rew", "done", "eps")
+    _KEYS = ("obs", "next", "act", "logp", "rew", "done", "eps", "w")
 
     def _build(self, layers: list[Layers]) -> None:
         import torch
@@ -311,13 +325,14 @@ class OnlinePet(_OnlineAgent):
         return a
 
     def _learn(self, obs: np.ndarray, act: np.ndarray, rew: np.ndarray,
-               next_obs: np.ndarray) -> None:
+               next_obs: np.ndarray, weight: np.ndarray) -> None:
         from p4cc.learn import pet
 
         n = len(obs)
         logp, eps = self._pending
         for k, v in (("obs", obs), ("next", next_obs), ("act", act), ("logp", logp),
-                     ("rew", rew), ("done", np.zeros(n)), ("eps", np.full(n, eps))):
+                     ("rew", rew), ("done", np.zeros(n)), ("eps", np.full(n, eps)),
+                     ("w", weight)):
             self.buf[k].append(np.asarray(v))
         if len(self.buf["obs"]) < self.cfg.rollout:
             return
