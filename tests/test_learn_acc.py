@@ -189,3 +189,27 @@ def test_replay_is_prioritised_online_only() -> None:
 
     with pytest.raises(ConfigError, match="online_priority"):
         dataclasses.replace(cfg, online_priority=-0.5)
+
+
+@pytest.mark.parametrize("every", [1, 5])
+def test_train_every_spaces_the_ddqn_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           every: int) -> None:
+    calls: list[int] = []
+    step = acc.update
+
+    def counted(*args: object, **kw: object) -> float:
+        calls.append(1)
+        return step(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(acc, "update", counted)
+    cfg = acc.AccConfig(seed=1, steps=60, env=dataclasses.replace(SMOKE_ENV, intervals=30),
+                        log_every=30, learning_starts=10, train_every=every, batch_size=4)
+    acc.train(cfg, tmp_path, progress=False, command=["p4cc", "train", "acc"])
+    assert len(calls) == len(range(10, 60, every))  # steps at t = 10, 10 + every, ...
+
+
+def test_train_every_is_checked() -> None:
+    from p4cc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"train_every=0 is out of range; it must be > 0"):
+        acc.AccConfig(train_every=0)

@@ -224,3 +224,19 @@ def test_online_agent_weighs_idle_ports_as_training_does(tmp_path: Path, algo: s
     assert w.shape == (3, 5)  # 3 ports, 6 intervals -> 5 transitions
     assert np.all(w[[0, 2]] == 1.0)
     assert np.all(w[1] == (1.0 if learn_idle else 0.0))
+
+
+@pytest.mark.parametrize(("every", "updates"), [(1, 6), (3, 2)])
+def test_online_acc_steps_every_train_every_intervals(tmp_path: Path, every: int,
+                                                      updates: int) -> None:
+    pytest.importorskip("torch")
+    from p4cc.learn.online import OnlineConfig
+
+    base = random_checkpoint(tmp_path / "acc.npz", "acc")
+    agents = RunAgents(config=OnlineConfig(seed=1, settings=(("batch_size", 4),)))
+    agent = agents.make(f"acc:online:{base},learning_starts=2,train_every={every}", SCALE)
+    agent.reset({p: None for p in range(1, 3)})
+    rng = np.random.default_rng(0)
+    for k in range(8):  # transitions at t = 1..7; steps at t = 2, 2 + every, ... <= 7
+        agent.act(synthetic_records("testbed", 2, 0.01 * (k + 1), rng))
+    assert agent.updates == updates  # type: ignore[attr-defined]

@@ -59,6 +59,10 @@ class AccConfig:
     exchange_push: int = field(default=64, metadata={"help": "local -> global per agent"})
     exchange_pull: int = field(default=32, metadata={"help": "global -> local per agent"})
     learning_starts: int = field(default=100, metadata={"help": "intervals before updates"})
+    train_every: int = field(default=1, metadata={
+        "help": "intervals per DDQN step once updates start (1: a step every interval, "
+                "Alg. 1; ACC §3.4 lets a model update take 'several milliseconds', "
+                "longer than an interval, so a deployment may step less often)"})
     target_every: int = field(default=200, metadata={
         "help": "gradient steps between target copies (Alg. 1 line 9: 'every n')"})
     eps_start: float = field(default=1.0, metadata={"help": "offline ε-greedy start"})
@@ -218,7 +222,7 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
             obs, _ = env.reset(seed=int(rng.integers(2**31)))
         if (t + 1) % cfg.exchange_every == 0:
             mem.exchange(rng, cfg.exchange_push, cfg.exchange_pull)  # §3.4
-        if t >= cfg.learning_starts:
+        if t >= cfg.learning_starts and (t - cfg.learning_starts) % cfg.train_every == 0:
             b = to_tensors(mem.sample(rng, cfg.batch_size, sample_priority(phase, cfg)),
                            qnet.groups)  # Alg. 1 line 7
             losses.append(update(qnet, target, opt, b, cfg.gamma))

@@ -13,8 +13,9 @@ training", PET §4.4.2 "online incremental training"):
 * ACC: ε-greedy with ε_t = 0.2·0.99^(t/50) (p4cc.learn.acc.online_epsilon), local
   replay per port, sampled by reward priority (``online_priority``, §4.3), plus ONE
   global memory shared by every switch's agents of the run,
-  exchanged every ``exchange_every`` intervals (§3.4), one DDQN step per interval after
-  ``learning_starts`` (p4cc.learn.acc.update), target copy every ``target_every`` steps;
+  exchanged every ``exchange_every`` intervals (§3.4), one DDQN step every
+  ``train_every`` intervals after ``learning_starts`` (p4cc.learn.acc.update), target
+  copy every ``target_every`` steps;
 * PET: actions sampled from the ε-mixed policy (eq. 13, p4cc.learn.pet.act), one IPPO
   update (GAE, clipped objective; p4cc.learn.pet.rollout_batch / update) per
   ``rollout`` intervals.  The checkpoint holds the actor only, so the critic starts
@@ -68,8 +69,8 @@ def require_torch(what: str) -> None:
 ONLINE_FIELDS: dict[str, tuple[str, ...]] = {
     "acc": ("gamma", "lr", "batch_size", "local_capacity", "global_capacity",
             "exchange_every", "exchange_push", "exchange_pull", "learning_starts",
-            "target_every", "online_eps", "online_decay", "online_decay_steps",
-            "online_priority", "learn_idle"),
+            "train_every", "target_every", "online_eps", "online_decay",
+            "online_decay_steps", "online_priority", "learn_idle"),
     "pet": ("gamma", "gae_lambda", "clip", "lr_actor", "lr_critic", "rollout", "epochs",
             "minibatches", "entropy_coef", "explore", "explore_decay", "explore_steps",
             "learn_idle"),
@@ -282,7 +283,7 @@ class OnlineAcc(_OnlineAgent):
         if self.t % cfg.exchange_every == 0:
             with self.run.lock:
                 self.mem.exchange(self.rng, cfg.exchange_push, cfg.exchange_pull)
-        if self.t < cfg.learning_starts:
+        if self.t < cfg.learning_starts or (self.t - cfg.learning_starts) % cfg.train_every:
             return
         b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size, cfg.online_priority),
                            self.qnet.groups)

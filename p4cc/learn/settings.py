@@ -21,8 +21,8 @@ ALGOS = {"acc": ("p4cc.learn.acc", "AccConfig"), "pet": ("p4cc.learn.pet", "PetC
 #: the rest >= 0.
 RANGES: dict[str, tuple[float, float, bool]] = {
     **dict.fromkeys(("batch_size", "local_capacity", "global_capacity", "exchange_every",
-                     "target_every", "online_decay_steps", "lr", "lr_actor", "lr_critic",
-                     "rollout", "epochs", "minibatches", "explore_steps", "clip"),
+                     "target_every", "train_every", "online_decay_steps", "lr", "lr_actor",
+                     "lr_critic", "rollout", "epochs", "minibatches", "explore_steps", "clip"),
                     (0.0, math.inf, False)),
     **dict.fromkeys(("gamma", "gae_lambda", "online_eps", "online_decay", "explore",
                      "explore_decay"), (0.0, 1.0, True)),
