@@ -240,3 +240,26 @@ def test_online_acc_steps_every_train_every_intervals(tmp_path: Path, every: int
     for k in range(8):  # transitions at t = 1..7; steps at t = 2, 2 + every, ... <= 7
         agent.act(synthetic_records("testbed", 2, 0.01 * (k + 1), rng))
     assert agent.updates == updates  # type: ignore[attr-defined]
+
+
+def test_run_and_sweep_refuse_a_bad_online_setting_before_writing(tmp_path: Path) -> None:
+    """``p4cc run`` / ``p4cc sweep``: an online setting out of range stops them before any
+    run directory (the first agent is fine, so a late check would have run it)."""
+    pytest.importorskip("torch")
+    import yaml
+
+    from p4cc.experiment.runner import run_spec
+    from p4cc.experiment.spec import parse_spec
+    from p4cc.experiment.sweep import plan_sweep
+
+    doc = {"name": "bad", "backend": "sim", "topology": "star,hosts=4", "scale": "testbed",
+           "duration_s": 1.0, "agents": ["secn1", "acc:online,train_every=0"],
+           "workloads": [{"type": "websearch", "load": 0.5}]}
+    with pytest.raises(ConfigError, match=r"'acc:online,train_every=0'.*train_every=0 is "
+                                          r"out of range"):
+        run_spec(parse_spec(doc), out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=r"train_every=0 is out of range"):
+        plan_sweep(path, ["load=0.5,0.6"])

@@ -52,6 +52,15 @@ def online_items(name: str) -> list[str]:
     return items
 
 
+def check_agents(names: list[str] | tuple[str, ...]) -> None:
+    """ConfigError now, before any run directory is written, for an agent of ``names``
+    that could not be made: an online agent without torch or with a setting out of
+    range (``acc:online,train_every=0``).  The spec has checked the names' form."""
+    agents = RunAgents()
+    for name in names:
+        agents.check(name)
+
+
 class RunAgents:
     """Makes the agents of one run (or one CLI session), one object per switch."""
 

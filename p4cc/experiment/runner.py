@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from p4cc.experiment.agents import check_agents
 from p4cc.experiment.backend import Backend, Progress, get_backend
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, resolve
@@ -110,6 +111,7 @@ def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
     """
     be = get_backend(backend or spec.backend) if not isinstance(backend, Backend) else backend
     be.check(spec)
+    check_agents(spec.agents)  # e.g. acc:online,train_every=0: before any run directory
     topo = spec.topo()
     schedules = {seed: build_schedule(spec, seed, topo) for seed in spec.seeds}
     resolved = resolve(spec)

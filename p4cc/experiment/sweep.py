@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from p4cc.errors import ConfigError
+from p4cc.experiment.agents import check_agents
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.grid import GridAxis, GridPoint, expand, parse_grid, read_doc
 from p4cc.experiment.runner import run_variant, sigterm_as_interrupt, variant_dir_name
@@ -97,6 +98,7 @@ def plan_sweep(spec_path: str | Path, grid: Sequence[str], seeds: Sequence[int] 
     be = get_backend(be_name)
     for p in points:
         be.check(p.spec)
+        check_agents(p.spec.agents)
     name = points[0].spec.name
     root = (Path(out) if out else Path(runs_root) / f"{name}-sweep").absolute()
     tasks = tuple(
