@@ -21,6 +21,9 @@ PET_DATA = DEFAULT_CHECKPOINTS["pet"].with_name("pet-nofeat.npz")
 #: ACC retrained with the log feature scale (session 5): state-dependent, but worse for
 #: mice than the first, constant ACC, which stays the default ``acc`` (docs/learning.md)
 ACC_LOGFEAT = DEFAULT_CHECKPOINTS["acc"].with_name("acc-logfeat.npz")
+#: the default ACC's command run again on the simulator with whole-packet tail losses
+#: (session 32; docs/learning.md "Shipped checkpoints")
+ACC_S32 = DEFAULT_CHECKPOINTS["acc"].with_name("acc-s32.npz")
 
 
 def plausible_states(agent: LearnedAgent) -> np.ndarray:
@@ -59,9 +62,11 @@ MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 1
 
 @pytest.mark.parametrize("path", [
     ACC_LOGFEAT,
+    ACC_S32,
     pytest.param(DEFAULT_CHECKPOINTS["acc"], marks=ACC_MOSTLY_ONE),
     pytest.param(DEFAULT_CHECKPOINTS["pet"], marks=MOSTLY_ONE),
-    pytest.param(PET_DATA, marks=STILL_CONSTANT)], ids=["acc-logfeat", "acc", "pet", "pet-nofeat"])
+    pytest.param(PET_DATA, marks=STILL_CONSTANT)],
+    ids=["acc-logfeat", "acc-s32", "acc", "pet", "pet-nofeat"])
 def test_shipped_checkpoint_is_not_a_constant_policy(path: Path) -> None:
     agent = LearnedAgent("acc" if path.name.startswith("acc") else "pet", SCALE, path)
     acts = agent.decide(plausible_states(agent))
@@ -101,10 +106,12 @@ def test_log_feature_scale() -> None:
              ((20_000, 1_000_000, 0.85), 10)]),
     # session 11: the shipped PET's command with extra_features=false
     ("pet-nofeat", [((20_000, 40_000, 0.85), 216)]),
+    # session 32: the default ACC's command on the simulator with whole-packet tail losses
+    ("acc-s32", [((20_000, 80_000, 0.05), 110), ((20_000, 320_000, 0.3), 106)]),
 ])
 def test_shipped_checkpoint_makes_its_documented_decisions(
         name: str, expected: list[tuple[tuple[int, int, float], int]]) -> None:
-    path = PET_DATA if name == "pet-nofeat" else DEFAULT_CHECKPOINTS[name]
+    path = {"pet-nofeat": PET_DATA, "acc-s32": ACC_S32}.get(name) or DEFAULT_CHECKPOINTS[name]
     agent = LearnedAgent(name.split("-")[0], SCALE, path)
     acts = agent.decide(plausible_states(agent))
     got: dict[tuple[int, int, float], int] = {}
