@@ -100,6 +100,14 @@ def console_progress(label: str, duration_s: float, stream: Any = None) -> Progr
     return progress
 
 
+def preflight(be: Backend, spec: ExperimentSpec) -> None:
+    """Everything checked before any run directory is written (``p4cc run`` and
+    ``p4cc sweep``): what the backend can run, and every agent name (online settings,
+    torch)."""
+    be.check(spec)
+    check_agents(spec.agents)
+
+
 def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
              out: str | Path | None = None, runs_root: str | Path = "runs",
              progress: Callable[[str, float], Progress] | None = None) -> list[Path]:
@@ -110,8 +118,7 @@ def run_spec(spec: ExperimentSpec, backend: str | Backend | None = None,
     ``console_progress``).
     """
     be = get_backend(backend or spec.backend) if not isinstance(backend, Backend) else backend
-    be.check(spec)
-    check_agents(spec.agents)  # e.g. acc:online,train_every=0: before any run directory
+    preflight(be, spec)
     topo = spec.topo()
     schedules = {seed: build_schedule(spec, seed, topo) for seed in spec.seeds}
     resolved = resolve(spec)

@@ -30,10 +30,14 @@ from typing import Any
 import yaml
 
 from p4cc.errors import ConfigError
-from p4cc.experiment.agents import check_agents
 from p4cc.experiment.backend import get_backend
 from p4cc.experiment.grid import GridAxis, GridPoint, expand, parse_grid, read_doc
-from p4cc.experiment.runner import run_variant, sigterm_as_interrupt, variant_dir_name
+from p4cc.experiment.runner import (
+    preflight,
+    run_variant,
+    sigterm_as_interrupt,
+    variant_dir_name,
+)
 from p4cc.experiment.schedule import build_schedule
 from p4cc.experiment.spec import ExperimentSpec, resolve
 
@@ -97,8 +101,7 @@ def plan_sweep(spec_path: str | Path, grid: Sequence[str], seeds: Sequence[int] 
     be_name = backend or points[0].spec.backend
     be = get_backend(be_name)
     for p in points:
-        be.check(p.spec)
-        check_agents(p.spec.agents)
+        preflight(be, p.spec)
     name = points[0].spec.name
     root = (Path(out) if out else Path(runs_root) / f"{name}-sweep").absolute()
     tasks = tuple(

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import ACC_TEMPLATE, ActionTemplate
 from p4cc.errors import ConfigError
-from p4cc.learn.env import EnvConfig, TrainEnv, busy
+from p4cc.learn.env import EnvConfig, TrainEnv, loss_weights
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, from_agents, per_agent
 from p4cc.learn.replay import Batch, ReplayMemory
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
@@ -137,6 +137,12 @@ def update(qnet: GroupMLP, target: GroupMLP, opt: torch.optim.Optimizer,
 
 
 # -- exploration --------------------------------------------------------------------------
+def update_due(t: int, cfg: AccConfig) -> bool:
+    """Does interval ``t`` take a DDQN step?  From ``learning_starts`` on, every
+    ``train_every`` intervals (offline ``run_phase`` and the online agents)."""
+    return t >= cfg.learning_starts and (t - cfg.learning_starts) % cfg.train_every == 0
+
+
 def offline_epsilon(step: int, cfg: AccConfig) -> float:
     span = max(1.0, cfg.eps_fraction * cfg.steps)
     return cfg.eps_end + (cfg.eps_start - cfg.eps_end) * max(0.0, 1.0 - step / span)
@@ -214,7 +220,7 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
         act = select_actions(qnet, obs, eps, env.template.n_actions, rng, hold)
         next_obs, _, _, trunc, info = env.step(act)
         r = info["agent_rewards"]
-        w = None if cfg.learn_idle else busy(obs, env.n_feat).astype(np.float32)
+        w = loss_weights(obs, env.n_feat, cfg.learn_idle)
         mem.add(obs, act, r, next_obs, w)  # Alg. 1 line 6 (local memory)
         rewards.append(float(np.mean(r)))
         obs = next_obs
@@ -222,7 +228,7 @@ def run_phase(cfg: AccConfig, env: TrainEnv, qnet: GroupMLP, steps: int, phase: 
             obs, _ = env.reset(seed=int(rng.integers(2**31)))
         if (t + 1) % cfg.exchange_every == 0:
             mem.exchange(rng, cfg.exchange_push, cfg.exchange_pull)  # §3.4
-        if t >= cfg.learning_starts and (t - cfg.learning_starts) % cfg.train_every == 0:
+        if update_due(t, cfg):
             b = to_tensors(mem.sample(rng, cfg.batch_size, sample_priority(phase, cfg)),
                            qnet.groups)  # Alg. 1 line 7
             losses.append(update(qnet, target, opt, b, cfg.gamma))

@@ -107,6 +107,15 @@ def busy(obs: np.ndarray, n_feat: int) -> np.ndarray:
     return (last[:, 0] > 0) | (last[:, 1] > 0)
 
 
+def loss_weights(obs: np.ndarray, n_feat: int, learn_idle: bool) -> np.ndarray:
+    """Per agent, the loss weight of the transition from ``obs``: 0 for an idle port
+    (:func:`busy`) unless ``learn_idle``, else 1.  The one rule of ``p4cc train`` (ACC's
+    and PET's ``run_phase``) and of the online agents (p4cc.learn.online)."""
+    if learn_idle:
+        return np.ones(len(obs), np.float32)
+    return busy(obs, n_feat).astype(np.float32)
+
+
 class TrainEnv(EcnTuningEnv):
     """EcnTuningEnv in template mode with the offline traffic mix and ACC's or PET's
     reward; ``info["agent_rewards"]`` holds the per-agent rewards of the algorithm."""

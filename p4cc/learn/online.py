@@ -190,8 +190,10 @@ class _OnlineAgent:
             rew = pet_reward(util, qlen, self.q_unit, self.w1, self.w2,
                              str(self.base.meta.get("q_guard", "floor")))
         if self._prev is not None:
+            from p4cc.learn.env import loss_weights  # training's rule (idle ports: 0)
+
             self._learn(self._prev[0], self._prev[1], np.asarray(rew, np.float32), x,
-                        self._weight(self._prev[0]))
+                        loss_weights(self._prev[0], self.base.n_feat, self.cfg.learn_idle))
         act = self._choose(x)
         self._prev = (x, act)
         self.t += 1
@@ -201,16 +203,6 @@ class _OnlineAgent:
             if cfg != obs[port].ecn:
                 out[port] = cfg
         return out
-
-    def _weight(self, obs: np.ndarray) -> np.ndarray:
-        """Each port's loss weight for the transition from ``obs``, as in training
-        (``run_phase`` of acc.py / pet.py): 0 for a port idle in the state's latest
-        interval (its decision changes nothing it is paid for) unless ``learn_idle``."""
-        from p4cc.learn.env import busy
-
-        if self.cfg.learn_idle:
-            return np.ones(len(obs), np.float32)
-        return busy(obs, self.base.n_feat).astype(np.float32)
 
     def layers(self) -> dict[str, Layers]:
         """The fine-tuned network of every port, keyed ``<switch>:<port>``."""
@@ -283,7 +275,7 @@ class OnlineAcc(_OnlineAgent):
         if self.t % cfg.exchange_every == 0:
             with self.run.lock:
                 self.mem.exchange(self.rng, cfg.exchange_push, cfg.exchange_pull)
-        if self.t < cfg.learning_starts or (self.t - cfg.learning_starts) % cfg.train_every:
+        if not acc.update_due(self.t, cfg):
             return
         b = acc.to_tensors(self.mem.sample(self.rng, cfg.batch_size, cfg.online_priority),
                            self.qnet.groups)

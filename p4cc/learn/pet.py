@@ -28,7 +28,7 @@ import torch
 from p4cc.controlplane.agents.mlp import Layers
 from p4cc.controlplane.agents.template import PET_TEMPLATE, ActionTemplate
 from p4cc.errors import ConfigError
-from p4cc.learn.env import EnvConfig, TrainEnv, busy
+from p4cc.learn.env import EnvConfig, TrainEnv, loss_weights
 from p4cc.learn.nets import PAPER_HIDDEN, GroupMLP, per_agent
 from p4cc.learn.runlog import Curves, Progress, save_checkpoint
 from p4cc.learn.settings import check_ranges
@@ -297,7 +297,7 @@ def run_phase(cfg: PetConfig, env: TrainEnv, actor: Actor, critic: GroupMLP, ste
             eps = exploration(t_done, cfg)
             a, logp = act(actor, obs, eps, gen)
             next_obs, _, _, trunc, info = env.step(a)
-            w = np.ones(n) if cfg.learn_idle else busy(obs, env.n_feat).astype(np.float64)
+            w = loss_weights(obs, env.n_feat, cfg.learn_idle)
             for k, v in (("obs", obs), ("next", next_obs), ("act", a), ("logp", logp),
                          ("rew", info["agent_rewards"]), ("done", np.full(n, float(trunc))),
                          ("eps", np.full(n, eps)), ("w", w)):
