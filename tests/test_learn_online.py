@@ -263,3 +263,13 @@ def test_run_and_sweep_refuse_a_bad_online_setting_before_writing(tmp_path: Path
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match=r"train_every=0 is out of range"):
         plan_sweep(path, ["load=0.5,0.6"])
+
+
+@pytest.mark.parametrize("algo", ["acc", "pet"])
+def test_learn_idle_that_is_not_a_bool_is_refused(algo: str) -> None:
+    pytest.importorskip("torch")
+    name = f"{algo}:online,learn_idle=maybe"
+    with pytest.raises(ConfigError) as exc:
+        RunAgents().check(name)
+    assert str(exc.value) == (f"agent {name!r}: learn_idle=maybe: expected true/false, "
+                              f"got 'maybe'")
