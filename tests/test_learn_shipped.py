@@ -21,9 +21,10 @@ PET_DATA = DEFAULT_CHECKPOINTS["pet"].with_name("pet-nofeat.npz")
 #: ACC retrained with the log feature scale (session 5): state-dependent, but worse for
 #: mice than the first, constant ACC, which stays the default ``acc`` (docs/learning.md)
 ACC_LOGFEAT = DEFAULT_CHECKPOINTS["acc"].with_name("acc-logfeat.npz")
-#: the default ACC's command run again on the simulator with whole-packet tail losses
-#: (session 32; docs/learning.md "Shipped checkpoints")
-ACC_S32 = DEFAULT_CHECKPOINTS["acc"].with_name("acc-s32.npz")
+#: session 25's ACC, the default until session 33; the default is now its command run
+#: again on the simulator with whole-packet tail losses (docs/learning.md "Shipped
+#: checkpoints")
+ACC_S25 = DEFAULT_CHECKPOINTS["acc"].with_name("acc-s25.npz")
 
 
 def plausible_states(agent: LearnedAgent) -> np.ndarray:
@@ -50,8 +51,8 @@ def plausible_states(agent: LearnedAgent) -> np.ndarray:
 #: remove the mark
 STILL_CONSTANT = pytest.mark.xfail(strict=True, reason="checkpoint: one action on every "
                                    "state (docs/learning.md)")
-#: The default ACC (session 25, retrained on the enqueue-marking simulator) picks a
-#: second setting only for a busy port with a one-packet queue and marked traffic
+#: Session 25's ACC (retrained on the enqueue-marking simulator) picks a second setting
+#: only for a busy port with a one-packet queue and marked traffic
 ACC_MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 206 of "
                                    "216 grid states (docs/learning.md)")
 #: The default PET (session 10) changes setting during a run (three settings per port),
@@ -62,11 +63,11 @@ MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 1
 
 @pytest.mark.parametrize("path", [
     ACC_LOGFEAT,
-    ACC_S32,
-    pytest.param(DEFAULT_CHECKPOINTS["acc"], marks=ACC_MOSTLY_ONE),
+    DEFAULT_CHECKPOINTS["acc"],
+    pytest.param(ACC_S25, marks=ACC_MOSTLY_ONE),
     pytest.param(DEFAULT_CHECKPOINTS["pet"], marks=MOSTLY_ONE),
     pytest.param(PET_DATA, marks=STILL_CONSTANT)],
-    ids=["acc-logfeat", "acc-s32", "acc", "pet", "pet-nofeat"])
+    ids=["acc-logfeat", "acc", "acc-s25", "pet", "pet-nofeat"])
 def test_shipped_checkpoint_is_not_a_constant_policy(path: Path) -> None:
     agent = LearnedAgent("acc" if path.name.startswith("acc") else "pet", SCALE, path)
     acts = agent.decide(plausible_states(agent))
@@ -100,18 +101,19 @@ def test_log_feature_scale() -> None:
 
 @pytest.mark.parametrize("name, expected", [
     # docs/learning.md "Shipped checkpoints": what the docs say each one picks
-    # (ACC: session 25; PET: session 10)
-    ("acc", [((40_000, 160_000, 1.0), 206), ((160_000, 1_000_000, 0.25), 10)]),
+    # (ACC: session 25's command on the simulator with whole-packet tail losses, trained
+    # in session 32, the default since session 33; PET: session 10)
+    ("acc", [((20_000, 80_000, 0.05), 110), ((20_000, 320_000, 0.3), 106)]),
     ("pet", [((20_000, 80_000, 0.5), 195), ((20_000, 1_000_000, 0.5), 11),
              ((20_000, 1_000_000, 0.85), 10)]),
     # session 11: the shipped PET's command with extra_features=false
     ("pet-nofeat", [((20_000, 40_000, 0.85), 216)]),
-    # session 32: the default ACC's command on the simulator with whole-packet tail losses
-    ("acc-s32", [((20_000, 80_000, 0.05), 110), ((20_000, 320_000, 0.3), 106)]),
+    # session 25's ACC, the default until session 33
+    ("acc-s25", [((40_000, 160_000, 1.0), 206), ((160_000, 1_000_000, 0.25), 10)]),
 ])
 def test_shipped_checkpoint_makes_its_documented_decisions(
         name: str, expected: list[tuple[tuple[int, int, float], int]]) -> None:
-    path = {"pet-nofeat": PET_DATA, "acc-s32": ACC_S32}.get(name) or DEFAULT_CHECKPOINTS[name]
+    path = {"pet-nofeat": PET_DATA, "acc-s25": ACC_S25}.get(name) or DEFAULT_CHECKPOINTS[name]
     agent = LearnedAgent(name.split("-")[0], SCALE, path)
     acts = agent.decide(plausible_states(agent))
     got: dict[tuple[int, int, float], int] = {}
