@@ -19,7 +19,7 @@ from p4cc.scale import get_scale
 SCALE = get_scale("paper")
 PET_DATA = DEFAULT_CHECKPOINTS["pet"].with_name("pet-nofeat.npz")
 #: ACC retrained with the log feature scale (session 5): state-dependent, but worse for
-#: mice than the first, constant ACC, which stays the default ``acc`` (docs/learning.md)
+#: mice than the constant ACC that was the default then (docs/learning.md)
 ACC_LOGFEAT = DEFAULT_CHECKPOINTS["acc"].with_name("acc-logfeat.npz")
 #: session 25's ACC, the default until session 33; the default is now its command run
 #: again on the simulator with whole-packet tail losses (docs/learning.md "Shipped
