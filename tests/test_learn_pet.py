@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from p4cc.controlplane.agents.learned import LearnedAgent  # noqa: E402
 from p4cc.controlplane.agents.template import PET_TEMPLATE  # noqa: E402
+from p4cc.errors import ConfigError  # noqa: E402
 from p4cc.learn import pet  # noqa: E402
 from p4cc.learn.env import EnvConfig, TrainEnv  # noqa: E402
 from p4cc.learn.nets import GroupMLP  # noqa: E402
@@ -243,3 +244,69 @@ def test_factored_head_trains_and_deploys(tmp_path: Path) -> None:
     assert side["meta"]["actor_head"] == "factored"
     agent = LearnedAgent("pet", get_scale("testbed"), res["checkpoint"])
     assert agent.nets["main"][-1][0].shape[0] == 900
+
+
+def test_gae_with_a_discount_per_step() -> None:
+    """Held decisions (``decision_hold``): step t's δ and its advantage's carry use its
+    own discount γ_t = γ^k_t, k_t the intervals the decision was held."""
+    r = torch.tensor([1.0, 0.0, 2.0])
+    v = torch.tensor([0.5, 1.0, 0.0])
+    nv = torch.tensor([1.0, 0.0, 3.0])
+    g = torch.tensor([0.9**3, 0.9**3, 0.9])  # the last decision was cut to 1 interval
+    lam = 0.5
+    d = r + g * nv - v
+    adv, ret = pet.gae(r, v, nv, torch.zeros(3), g, lam)
+    a2 = d[2]
+    a1 = d[1] + g[1] * lam * a2
+    a0 = d[0] + g[0] * lam * a1
+    torch.testing.assert_close(adv, torch.stack([a0, a1, a2]))
+    torch.testing.assert_close(ret, adv + v)
+    # a constant tensor is the float
+    same, _ = pet.gae(r, v, nv, torch.zeros(3), torch.full((3,), 0.9), lam)
+    torch.testing.assert_close(same, pet.gae(r, v, nv, torch.zeros(3), 0.9, lam)[0])
+
+
+def _hold_env(intervals: int) -> TrainEnv:
+    cfg = EnvConfig(topo="star,hosts=4", intervals=intervals, scenarios=("websearch",),
+                    load=(0.8, 0.8))
+    return TrainEnv(cfg, "pet", PET_TEMPLATE)
+
+
+def test_hold_step_plays_k_intervals_and_discounts_their_rewards() -> None:
+    gamma = 0.9
+    a_env, b_env = _hold_env(5), _hold_env(5)
+    a_env.reset(seed=4)
+    b_env.reset(seed=4)
+    act = np.full(a_env.n_agents, 17, np.int64)
+    rs = []
+    for _ in range(3):
+        nxt, _, _, _, info = b_env.step(act)
+        rs.append(np.asarray(info["agent_rewards"]))
+    assert any(r.max() > 0 for r in rs)  # the test sees traffic
+    step = pet.hold_step(a_env, act, 3, gamma)
+    np.testing.assert_allclose(step["rew"], rs[0] + gamma * rs[1] + gamma**2 * rs[2])
+    np.testing.assert_allclose(step["r1"], (rs[0] + rs[1] + rs[2]) / 3)
+    np.testing.assert_array_equal(step["next"], nxt)
+    assert step["disc"] == pytest.approx(gamma**3)
+    assert step["intervals"] == 3 and not step["trunc"]
+    # the episode (5 intervals) ends after 2 more: the hold is cut there
+    cut = pet.hold_step(a_env, act, 3, gamma)
+    assert cut["intervals"] == 2 and cut["trunc"]
+    assert cut["disc"] == pytest.approx(gamma**2)
+    # k = 1 is one plain interval: its reward exactly
+    b_env.reset(seed=4)
+    one = pet.hold_step(b_env, act, 1, gamma)
+    np.testing.assert_array_equal(one["rew"], rs[0])
+
+
+def test_decision_hold_trains_one_decision_per_k_intervals(tmp_path: Path) -> None:
+    env = EnvConfig(topo="star,hosts=4", intervals=50, scenarios=("websearch",),
+                    load=(0.7, 0.7))
+    cfg = pet.PetConfig(seed=3, steps=400, env=env, rollout=8, decision_hold=5)
+    res = pet.train(cfg, tmp_path, progress=False)
+    # 8 decisions of 5 intervals per update: a curve row every 40 intervals
+    assert [r["step"] for r in res["rows"]] == list(range(40, 401, 40))
+    side = json.loads(res["sidecar"].read_text())
+    assert side["config"]["decision_hold"] == 5
+    with pytest.raises(ConfigError, match="decision_hold"):
+        pet.PetConfig(decision_hold=0)

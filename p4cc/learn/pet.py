@@ -66,7 +66,14 @@ class PetConfig:
     clip: float = field(default=0.2, metadata={"help": "PPO clip ε (PET §5.2: 0.2)"})
     lr_actor: float = field(default=4e-4, metadata={"help": "actor Adam lr (PET §5.2)"})
     lr_critic: float = field(default=1e-3, metadata={"help": "critic Adam lr (PET §5.2)"})
-    rollout: int = field(default=64, metadata={"help": "intervals per policy update"})
+    rollout: int = field(default=64, metadata={
+        "help": "decisions per policy update (intervals when decision_hold = 1)"})
+    decision_hold: int = field(default=1, metadata={
+        "help": "intervals a sampled action is held in training (1: a decision per "
+                "interval, PET Alg. 1).  k > 1 is a semi-MDP: one decision per k intervals, "
+                "its reward the discounted sum Σ γ^i r over them, the next state's value "
+                "discounted by γ^k, so a setting is judged after the queue responds to it "
+                "(ACC's explore_hold for PPO; not in PET)"})
     epochs: int = field(default=4, metadata={"help": "N epochs per update (Alg. 1)"})
     minibatches: int = field(default=4, metadata={"help": "minibatches per epoch"})
     explore: float = field(default=0.2, metadata={
@@ -88,6 +95,8 @@ class PetConfig:
 
     def __post_init__(self) -> None:
         check_ranges(self)
+        if self.decision_hold < 1:
+            raise ConfigError(f"decision_hold must be >= 1, got {self.decision_hold}")
         if self.actor_head not in ACTOR_HEADS:
             raise ConfigError(f"actor_head must be one of {ACTOR_HEADS}, got "
                               f"{self.actor_head!r}")
@@ -167,14 +176,17 @@ def mixed_log_prob(logits: torch.Tensor, act: torch.Tensor, eps: torch.Tensor
 
 # -- GAE (eq. 9-10) and the losses (eq. 11-12) -------------------------------------------
 def gae(rew: torch.Tensor, val: torch.Tensor, next_val: torch.Tensor, done: torch.Tensor,
-        gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+        gamma: float | torch.Tensor, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Advantages and returns; time is the last axis.  δ_t = r_t + γ·V(s_{t+1}) - V(s_t)
-    (bootstrapped also at an episode's truncation), Â_t = δ_t + γλ·(1-done_t)·Â_{t+1}."""
+    (bootstrapped also at an episode's truncation), Â_t = δ_t + γλ·(1-done_t)·Â_{t+1}.
+    ``gamma`` may be a tensor shaped like ``rew``: each step's own discount (γ^k for a
+    decision held k intervals, :func:`hold_step`)."""
     delta = rew + gamma * next_val - val
     adv = torch.zeros_like(rew)
     run = torch.zeros_like(rew[..., 0])
     for t in reversed(range(rew.shape[-1])):
-        run = delta[..., t] + gamma * lam * (1.0 - done[..., t]) * run
+        g = gamma[..., t] if isinstance(gamma, torch.Tensor) else gamma
+        run = delta[..., t] + g * lam * (1.0 - done[..., t]) * run
         adv[..., t] = run
     return adv, adv + val
 
@@ -264,10 +276,13 @@ def rollout_batch(arr: dict[str, np.ndarray], critic: GroupMLP, groups: int,
                   cfg: PetConfig) -> dict[str, torch.Tensor]:
     """Rollout arrays (N, T, ...) -> GAE (Alg. 1 lines 6-7) -> (G, B, ...) tensors."""
     f32 = torch.float32
+    # held decisions: each step's discount γ^k; a float otherwise (bit-identical to
+    # the checkpoints trained before decision_hold existed)
+    gamma = torch.as_tensor(arr["disc"], dtype=f32) if cfg.decision_hold > 1 else cfg.gamma
     adv, ret = gae(torch.as_tensor(arr["rew"], dtype=f32),
                    torch.as_tensor(values(critic, arr["obs"])),
                    torch.as_tensor(values(critic, arr["next"])),
-                   torch.as_tensor(arr["done"], dtype=f32), cfg.gamma, cfg.gae_lambda)
+                   torch.as_tensor(arr["done"], dtype=f32), gamma, cfg.gae_lambda)
 
     def grp(x: torch.Tensor) -> torch.Tensor:
         return per_agent(x if x.dim() == 3 else x.unsqueeze(-1), groups)
@@ -282,6 +297,28 @@ def rollout_batch(arr: dict[str, np.ndarray], critic: GroupMLP, groups: int,
     return out
 
 
+def hold_step(env: TrainEnv, a: np.ndarray, k: int, gamma: float) -> dict[str, Any]:
+    """Play actions ``a`` for up to ``k`` intervals (fewer when the episode ends): the
+    semi-MDP step of ``decision_hold``.  Returns the state after it (``next``), the
+    discounted reward Σ_i γ^i r_i per agent (``rew``; r_0 exactly when k = 1), the mean
+    per-interval reward (``r1``, for the curves), the next state's discount γ^n
+    (``disc``), the intervals played and whether the episode ended (``trunc``)."""
+    rew: np.ndarray | None = None
+    total: np.ndarray | None = None
+    disc, played, trunc = 1.0, 0, False
+    nxt = None
+    while played < k and not trunc:
+        nxt, _, _, trunc, info = env.step(a)
+        r = np.asarray(info["agent_rewards"])
+        rew = r.copy() if rew is None else rew + disc * r
+        total = r.copy() if total is None else total + r
+        disc *= gamma
+        played += 1
+    assert rew is not None and total is not None
+    return {"next": nxt, "rew": rew, "r1": total / played, "disc": disc,
+            "intervals": played, "trunc": trunc}
+
+
 def run_phase(cfg: PetConfig, env: TrainEnv, actor: Actor, critic: GroupMLP, steps: int,
               phase: str, curves: Curves, rng: np.random.Generator, gen: torch.Generator,
               progress: Progress, step0: int = 0) -> None:
@@ -290,28 +327,32 @@ def run_phase(cfg: PetConfig, env: TrainEnv, actor: Actor, critic: GroupMLP, ste
     obs, _ = env.reset(seed=int(rng.integers(2**31)))
     n, t_done = env.n_agents, 0
     while t_done < steps:
-        length = min(cfg.rollout, steps - t_done)
-        buf: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "next", "act", "logp",
-                                                            "rew", "done", "eps", "w")}
-        for _ in range(length):
+        buf: dict[str, list[np.ndarray]] = {k: [] for k in (
+            "obs", "next", "act", "logp", "rew", "done", "eps", "w", "disc", "r1")}
+        for _ in range(cfg.rollout):
+            if t_done >= steps:
+                break
             eps = exploration(t_done, cfg)
             a, logp = act(actor, obs, eps, gen)
-            next_obs, _, _, trunc, info = env.step(a)
+            step = hold_step(env, a, min(cfg.decision_hold, steps - t_done), cfg.gamma)
             w = loss_weights(obs, env.n_feat, cfg.learn_idle)
-            for k, v in (("obs", obs), ("next", next_obs), ("act", a), ("logp", logp),
-                         ("rew", info["agent_rewards"]), ("done", np.full(n, float(trunc))),
-                         ("eps", np.full(n, eps)), ("w", w)):
+            for k, v in (("obs", obs), ("next", step["next"]), ("act", a), ("logp", logp),
+                         ("rew", step["rew"]), ("done", np.full(n, float(step["trunc"]))),
+                         ("eps", np.full(n, eps)), ("w", w),
+                         ("disc", np.full(n, step["disc"])), ("r1", step["r1"])):
                 buf[k].append(np.asarray(v))
-            obs = env.reset(seed=int(rng.integers(2**31)))[0] if trunc else next_obs
-            t_done += 1
-            progress.update(1, phase=phase, reward=curves.last("reward") or 0.0)
+            obs = env.reset(seed=int(rng.integers(2**31)))[0] if step["trunc"] \
+                else step["next"]
+            t_done += step["intervals"]
+            progress.update(step["intervals"], phase=phase,
+                            reward=curves.last("reward") or 0.0)
         arr = {k: np.stack(v, axis=1) for k, v in buf.items()}  # agent-major (N, T, ...)
         b = rollout_batch(arr, critic, actor.groups, cfg)
         pl, vl = update(actor, critic, opt_a, opt_c, b, cfg, gen)
         with torch.no_grad():
             ent = float(entropy(actor(b["obs"])).item())
         curves.log(step=step0 + t_done, phase=phase, epsilon=float(arr["eps"][0, -1]),
-                   reward=float(arr["rew"].mean()), policy_loss=pl, value_loss=vl,
+                   reward=float(arr["r1"].mean()), policy_loss=pl, value_loss=vl,
                    entropy=ent, scenario=env.scenario)
 
 
