@@ -25,6 +25,9 @@ ACC_LOGFEAT = DEFAULT_CHECKPOINTS["acc"].with_name("acc-logfeat.npz")
 #: again on the simulator with whole-packet tail losses (docs/learning.md "Shipped
 #: checkpoints")
 ACC_S25 = DEFAULT_CHECKPOINTS["acc"].with_name("acc-s25.npz")
+#: session 10's PET and session 11's ablation of it, the defaults until session 34
+PET_S10 = DEFAULT_CHECKPOINTS["pet"].with_name("pet-s10.npz")
+PET_NOFEAT_S11 = DEFAULT_CHECKPOINTS["pet"].with_name("pet-nofeat-s11.npz")
 
 
 def plausible_states(agent: LearnedAgent) -> np.ndarray:
@@ -45,8 +48,8 @@ def plausible_states(agent: LearnedAgent) -> np.ndarray:
     return np.stack(rows)
 
 
-#: pet-nofeat (session 11, the ablation) picks one setting on every state; the
-#: state-dependent ACC (acc-logfeat) is worse for mice (docs/learning.md "Shipped
+#: the default PET and its ablation (session 34: PET's recipe with held decisions) and
+#: pet-nofeat-s11 pick one setting on every state; the state-dependent ACC (acc-logfeat) is worse for mice (docs/learning.md "Shipped
 #: checkpoints"); strict, so a state-dependent checkpoint turns these into failures to
 #: remove the mark
 STILL_CONSTANT = pytest.mark.xfail(strict=True, reason="checkpoint: one action on every "
@@ -55,7 +58,7 @@ STILL_CONSTANT = pytest.mark.xfail(strict=True, reason="checkpoint: one action o
 #: only for a busy port with a one-packet queue and marked traffic
 ACC_MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 206 of "
                                    "216 grid states (docs/learning.md)")
-#: The default PET (session 10) changes setting during a run (three settings per port),
+#: Session 10's PET, the default until session 34, changes setting during a run (three settings per port),
 #: but on this grid one setting holds 195 of the 216 states, just over the 90 % bound
 MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 195 of 216 "
                                "grid states (docs/learning.md)")
@@ -65,9 +68,11 @@ MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 1
     ACC_LOGFEAT,
     DEFAULT_CHECKPOINTS["acc"],
     pytest.param(ACC_S25, marks=ACC_MOSTLY_ONE),
-    pytest.param(DEFAULT_CHECKPOINTS["pet"], marks=MOSTLY_ONE),
-    pytest.param(PET_DATA, marks=STILL_CONSTANT)],
-    ids=["acc-logfeat", "acc", "acc-s25", "pet", "pet-nofeat"])
+    pytest.param(DEFAULT_CHECKPOINTS["pet"], marks=STILL_CONSTANT),
+    pytest.param(PET_DATA, marks=STILL_CONSTANT),
+    pytest.param(PET_S10, marks=MOSTLY_ONE),
+    pytest.param(PET_NOFEAT_S11, marks=STILL_CONSTANT)],
+    ids=["acc-logfeat", "acc", "acc-s25", "pet", "pet-nofeat", "pet-s10", "pet-nofeat-s11"])
 def test_shipped_checkpoint_is_not_a_constant_policy(path: Path) -> None:
     agent = LearnedAgent("acc" if path.name.startswith("acc") else "pet", SCALE, path)
     acts = agent.decide(plausible_states(agent))
@@ -102,18 +107,22 @@ def test_log_feature_scale() -> None:
 @pytest.mark.parametrize("name, expected", [
     # docs/learning.md "Shipped checkpoints": what the docs say each one picks
     # (ACC: session 25's command on the simulator with whole-packet tail losses, trained
-    # in session 32, the default since session 33; PET: session 10)
+    # in session 32, the default since session 33; PET: session 34's recipe with
+    # decision_hold = 25, and the same command with extra_features=false)
     ("acc", [((20_000, 80_000, 0.05), 110), ((20_000, 320_000, 0.3), 106)]),
-    ("pet", [((20_000, 80_000, 0.5), 195), ((20_000, 1_000_000, 0.5), 11),
-             ((20_000, 1_000_000, 0.85), 10)]),
-    # session 11: the shipped PET's command with extra_features=false
-    ("pet-nofeat", [((20_000, 40_000, 0.85), 216)]),
+    ("pet", [((40_000, 1_000_000, 1.0), 216)]),
+    ("pet-nofeat", [((20_000, 1_000_000, 1.0), 216)]),
+    # session 10's PET and session 11's ablation, the defaults until session 34
+    ("pet-s10", [((20_000, 80_000, 0.5), 195), ((20_000, 1_000_000, 0.5), 11),
+                 ((20_000, 1_000_000, 0.85), 10)]),
+    ("pet-nofeat-s11", [((20_000, 40_000, 0.85), 216)]),
     # session 25's ACC, the default until session 33
     ("acc-s25", [((40_000, 160_000, 1.0), 206), ((160_000, 1_000_000, 0.25), 10)]),
 ])
 def test_shipped_checkpoint_makes_its_documented_decisions(
         name: str, expected: list[tuple[tuple[int, int, float], int]]) -> None:
-    path = {"pet-nofeat": PET_DATA, "acc-s25": ACC_S25}.get(name) or DEFAULT_CHECKPOINTS[name]
+    path = {"pet-nofeat": PET_DATA, "acc-s25": ACC_S25, "pet-s10": PET_S10,
+            "pet-nofeat-s11": PET_NOFEAT_S11}.get(name) or DEFAULT_CHECKPOINTS[name]
     agent = LearnedAgent(name.split("-")[0], SCALE, path)
     acts = agent.decide(plausible_states(agent))
     got: dict[tuple[int, int, float], int] = {}
