@@ -49,17 +49,18 @@ def plausible_states(agent: LearnedAgent) -> np.ndarray:
 
 
 #: the default PET and its ablation (session 34: PET's recipe with held decisions) and
-#: pet-nofeat-s11 pick one setting on every state; the state-dependent ACC (acc-logfeat) is worse for mice (docs/learning.md "Shipped
-#: checkpoints"); strict, so a state-dependent checkpoint turns these into failures to
-#: remove the mark
+#: pet-nofeat-s11 pick one setting on every state; the state-dependent ACC (acc-logfeat)
+#: is worse for mice (docs/learning.md "Shipped checkpoints"); strict, so a
+#: state-dependent checkpoint turns these into failures to remove the mark
 STILL_CONSTANT = pytest.mark.xfail(strict=True, reason="checkpoint: one action on every "
                                    "state (docs/learning.md)")
 #: Session 25's ACC (retrained on the enqueue-marking simulator) picks a second setting
 #: only for a busy port with a one-packet queue and marked traffic
 ACC_MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 206 of "
                                    "216 grid states (docs/learning.md)")
-#: Session 10's PET, the default until session 34, changes setting during a run (three settings per port),
-#: but on this grid one setting holds 195 of the 216 states, just over the 90 % bound
+#: Session 10's PET, the default until session 34, changes setting during a run (three
+#: settings per port), but on this grid one setting holds 195 of the 216 states, just
+#: over the 90 % bound
 MOSTLY_ONE = pytest.mark.xfail(strict=True, reason="checkpoint: one setting on 195 of 216 "
                                "grid states (docs/learning.md)")
 
