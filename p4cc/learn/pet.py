@@ -94,9 +94,7 @@ class PetConfig:
                 "the 900 actions; PET gives no architecture; exported as a 900-row layer)"})
 
     def __post_init__(self) -> None:
-        check_ranges(self)
-        if self.decision_hold < 1:
-            raise ConfigError(f"decision_hold must be >= 1, got {self.decision_hold}")
+        check_ranges(self)  # e.g. decision_hold >= 1
         if self.actor_head not in ACTOR_HEADS:
             raise ConfigError(f"actor_head must be one of {ACTOR_HEADS}, got "
                               f"{self.actor_head!r}")
@@ -303,18 +301,14 @@ def hold_step(env: TrainEnv, a: np.ndarray, k: int, gamma: float) -> dict[str, A
     discounted reward Σ_i γ^i r_i per agent (``rew``; r_0 exactly when k = 1), the mean
     per-interval reward (``r1``, for the curves), the next state's discount γ^n
     (``disc``), the intervals played and whether the episode ended (``trunc``)."""
-    rew: np.ndarray | None = None
-    total: np.ndarray | None = None
-    disc, played, trunc = 1.0, 0, False
-    nxt = None
+    rew, total = np.zeros(env.n_agents), np.zeros(env.n_agents)  # 0 + 1·r is r exactly
+    disc, played, trunc, nxt = 1.0, 0, False, None
     while played < k and not trunc:
         nxt, _, _, trunc, info = env.step(a)
         r = np.asarray(info["agent_rewards"])
-        rew = r.copy() if rew is None else rew + disc * r
-        total = r.copy() if total is None else total + r
+        rew, total = rew + disc * r, total + r
         disc *= gamma
         played += 1
-    assert rew is not None and total is not None
     return {"next": nxt, "rew": rew, "r1": total / played, "disc": disc,
             "intervals": played, "trunc": trunc}
 
