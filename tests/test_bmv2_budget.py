@@ -54,6 +54,31 @@ def test_demand_is_capped_by_the_links() -> None:
     assert all(v <= 2 * nic + 1e-6 for v in d.host_pps.values())
 
 
+def test_a_closed_loop_spec_is_told_to_lower_its_io_depth() -> None:
+    # acc_storage.yaml's concurrency is its io_depth (16), not a load: the refusal says so
+    spec = load_spec(REPO_ROOT / "examples" / "acc_storage.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, 1, topo)
+    fast_switch = budget.Calibration(switch_us_per_pkt=1.0, switch_sat_pps=1e6,
+                                     host_us_per_pkt=60.0, cores=2, build="test",
+                                     measured_unix=1.0)
+    for cal, why in ((CAL, "switch s1 would forward"), (fast_switch, "senders are the largest")):
+        with pytest.raises(ConfigError, match=why) as info:
+            budget.check(topo, sched, float(spec.duration_s), float(spec.interval_s), cal)
+        assert "io_depth" in str(info.value)
+    # an open-loop spec is not told about io_depth
+    with pytest.raises(ConfigError) as info:
+        _check({**BASE, "topology": "star,hosts=10", "scale": "testbed-fast",
+                "workloads": [{"type": "websearch", "load": 1.0, "size_scale": "bdp"}]})
+    assert "io_depth" not in str(info.value)
+    # the BMv2 variant (io_depth 3) passes, and its chained requests are counted
+    spec = load_spec(REPO_ROOT / "examples" / "acc_storage_bmv2.yaml")
+    topo = spec.topo()
+    sched, _ = build_schedule(spec, 1, topo)
+    d = budget.check(topo, sched, float(spec.duration_s), float(spec.interval_s), CAL)
+    assert d.chained_flows == int((sched["after"] >= 0).sum()) > 0
+
+
 def test_default_experiment_fits_the_reference_budget() -> None:
     spec = load_spec(DATA_DIR / "testbed.yaml")
     topo = spec.topo()

@@ -46,6 +46,9 @@ def test_pair_levels_bounds_and_cli() -> None:
         ActionTemplate(pair_levels=-1)
     cfg = apply_overrides(acc.AccConfig(), ["template.pair_levels=7", "explore_hold=4"])
     assert cfg.template.n_actions == 560 and cfg.explore_hold == 4
+    # a hold below one interval is refused when the config is made, not silently ignored
+    with pytest.raises(ConfigError, match="explore_hold=0 is out of range"):
+        apply_overrides(acc.AccConfig(), ["explore_hold=0"])
 
 
 def test_deployed_agent_reads_the_deduplicated_template(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ ALGOS = {"acc": ("p4cc.learn.acc", "AccConfig"), "pet": ("p4cc.learn.pet", "PetC
 #: ``__post_init__`` through :func:`check_ranges`, so ``--set`` and ``acc:online,field=value``
 #: get the same errors): (low, high, low included).  Counts and rates > 0; probabilities,
 #: discounts and decays in [0, 1] (a decay of 0: no exploration after the first step);
-#: PET's decision_hold >= 1; the rest >= 0.
+#: ACC's explore_hold and PET's decision_hold >= 1; the rest >= 0.
 RANGES: dict[str, tuple[float, float, bool]] = {
     **dict.fromkeys(("batch_size", "local_capacity", "global_capacity", "exchange_every",
                      "target_every", "train_every", "online_decay_steps", "lr", "lr_actor",
@@ -28,7 +28,8 @@ RANGES: dict[str, tuple[float, float, bool]] = {
                      "explore_decay"), (0.0, 1.0, True)),
     **dict.fromkeys(("learning_starts", "exchange_push", "exchange_pull", "entropy_coef",
                      "online_priority"), (0.0, math.inf, True)),
-    "decision_hold": (1.0, math.inf, True),  # intervals per PET decision: 1 is Alg. 1
+    # intervals per PET decision (1 is Alg. 1) / per held ACC exploration (1: ε-greedy)
+    **dict.fromkeys(("decision_hold", "explore_hold"), (1.0, math.inf, True)),
 }
 
 

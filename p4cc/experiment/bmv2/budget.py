@@ -244,6 +244,15 @@ def _source(cal: Calibration) -> str:
     return "uncalibrated defaults; run `sudo p4cc bench calibrate`"
 
 
+def _concurrency_knobs(d: Demand) -> str:
+    """The spec fields that set how many flows are active at once."""
+    knobs = "workloads' senders/flows_per_sender, load"
+    if d.chained_flows:  # closed loops: each request waits for the one before it
+        knobs = ("a closed-loop workload's io_depth, as examples/acc_storage_bmv2.yaml "
+                 "uses 3; " + knobs)
+    return knobs
+
+
 def _advice(d: Demand, parts: dict[str, float], cal: Calibration) -> str:
     """What to change, for the part that needs the most."""
     top = max(parts, key=lambda k: parts[k])
@@ -254,8 +263,8 @@ def _advice(d: Demand, parts: dict[str, float], cal: Calibration) -> str:
                 f"~{d.active_flows:.1f} flows active at once under {d.cc} "
                 f"({flow_cpu:.3f} CPU-s/s per active flow) and {d.data_pps:.0f} data "
                 f"packets/s ({send_us:.0f} µs each) + {d.cnp_pps:.0f} CNPs/s: use fewer "
-                f"senders or fewer concurrent flows (workloads' senders/flows_per_sender, "
-                f"load), a slower scale (testbed-5m), or --backend sim")
+                f"senders or fewer concurrent flows ({_concurrency_knobs(d)}), a slower "
+                f"scale (testbed-5m), or --backend sim")
     if top == "switches":
         busiest = max(d.switch_pps, key=lambda k: d.switch_pps[k])
         return (f"The switches are the largest part: {len(d.switch_pps)} switches "
@@ -290,8 +299,9 @@ def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s:
         raise ConfigError(
             f"switch {busiest} would forward ~{d.switch_pps[busiest]:.0f} packets/s, more "
             f"than {UTIL_CAP:.0%} of what one BMv2 switch forwards here "
-            f"({cal.switch_sat_pps:.0f} pps; {source}): lower the workloads' load, use a "
-            f"slower scale or a topology that spreads the traffic, or --backend sim")
+            f"({cal.switch_sat_pps:.0f} pps; {source}): lower the workloads' load"
+            f"{' or io_depth' if d.chained_flows else ''}, use a slower scale or a topology "
+            f"that spreads the traffic, or --backend sim")
     if need > budget:
         split = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         raise ConfigError(
@@ -320,7 +330,7 @@ def _check_sharing(d: Demand, topo: TopoSpec) -> None:
         f"{bdp / n:.2f} packets per RTT and DCQCN's marking feedback is too sparse to "
         f"slow it to its share; BMv2 has no PFC, so the port tail-drops and go-back-N "
         f"resends most of the bytes (examples/acc_incast.yaml: 20-29 flows, 93-95 % of "
-        f"the bytes resent).  Use fewer senders or flows per sender, a lower load, or "
+        f"the bytes resent).  Use fewer concurrent flows ({_concurrency_knobs(d)}), or "
         f"--backend sim")
 
 

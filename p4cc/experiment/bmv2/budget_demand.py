@@ -55,6 +55,9 @@ class Demand:
     #: flows sharing each receiver's link, on average while it receives (fluid estimate;
     #: time-weighted: a flow counts for as long as it is active)
     sharing: dict[str, float] = field(default_factory=dict)
+    #: flows that start when another completes (``after``: closed-loop storage and
+    #: query/response chains), whose concurrency is the workload's io_depth, not its load
+    chained_flows: int = 0
 
     def cpu(self, cal: Any) -> float:
         """CPU-seconds per second of run time under ``cal`` (a budget.Calibration)."""
@@ -247,4 +250,5 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
                   recv_procs=len({f.dst for f in flows}), data_pps=data,
                   active_flows=sum(f.active_s for f in flows) / dur, cnp_pps=cnp,
                   reverse_pps=rev, switches=tuple(s.name for s in topo.switches),
-                  int_pps=int_sw, report_pps=reports, sharing=sharing)
+                  int_pps=int_sw, report_pps=reports, sharing=sharing,
+                  chained_flows=sum(f.after >= 0 for f in flows_all))
