@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from p4cc.experiment.bmv2.collect import _started_order
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.chain import FlowChain
@@ -72,11 +74,42 @@ def test_another_senders_start_and_completion_wake_the_waiting_sender(tmp_path: 
     b.close()
 
 
-def test_no_wake_socket_for_a_path_too_long(tmp_path: Path) -> None:
+def test_wake_up_under_a_path_too_long_for_a_socket(tmp_path: Path) -> None:
+    """A run directory deeper than sun_path allows (a sweep's point folder) still gets
+    wake-up sockets, bound through /proc/self/fd/<fd>/<name>: A's start wakes B at once."""
+    import os
+    import select
+
     deep = tmp_path / ("d" * 120)
     deep.mkdir()
+    shared = deep / "completions"
+    a = FlowChain([_spec(10)], shared)
+    b = FlowChain([_spec(11, after=10)], shared)
+    assert a.wake_socket is not None and b.wake_socket is not None
+    assert len(os.fsencode(deep / "completions.wake" / "x")) > 107  # too long as a path
+    assert [s.ref for s in a.due(0.0)] == [10]  # "s 10" appended, B woken
+    assert select.select([b.wake_socket], [], [], 1.0)[0] == [b.wake_socket]
+    a.completed(_spec(10), 0.5)
+    (r,) = b.due(0.5)
+    assert r.ref == 11
+    fds = (a._wake_dirfd, b._wake_dirfd)
+    assert None not in fds
+    a.close()
+    b.close()
+    assert not (deep / "completions.wake").exists()  # sockets and folder removed
+    for fd in fds:  # and the folder's descriptors closed
+        with pytest.raises(OSError):
+            os.fstat(fd)  # type: ignore[arg-type]
+
+
+def test_a_wake_socket_that_cannot_bind_falls_back_to_polling(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    deep = tmp_path / ("d" * 120)
+    deep.mkdir()
+    monkeypatch.setattr(FlowChain, "_address", lambda self, path: "/nonexistent/dir/sock")
     ch = FlowChain([_spec(1, after=0)], deep / "completions")
-    assert ch.wake_socket is None and not (deep / "completions.wake").exists()
+    assert ch.wake_socket is None and ch._wake_dirfd is None
+    assert not (deep / "completions.wake").exists()
     ch.close()
 
 
