@@ -21,7 +21,7 @@ must fit ``sun_path`` (107 bytes); under a deeper run directory (a sweep's point
 make one) the sockets are bound and addressed as ``/proc/self/fd/<fd>/<name>``, ``<fd>``
 an open descriptor of the folder, which Linux resolves to the same folder.  Until session
 35 such senders had no wake-up socket, noticed a chained flow at their next pass, and
-started 5-6 % of a storage run's flows more than one RTT late (the run unfaithful).  A
+started 5-8 % of a storage run's flows more than one RTT late (the run unfaithful).  A
 flow released after its ``stop_s`` is not started (the workload has ended).
 """
 
