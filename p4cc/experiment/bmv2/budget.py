@@ -299,9 +299,9 @@ def check(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s:
         raise ConfigError(
             f"switch {busiest} would forward ~{d.switch_pps[busiest]:.0f} packets/s, more "
             f"than {UTIL_CAP:.0%} of what one BMv2 switch forwards here "
-            f"({cal.switch_sat_pps:.0f} pps; {source}): lower the workloads' load"
-            f"{' or io_depth' if d.chained_flows else ''}, use a slower scale or a topology "
-            f"that spreads the traffic, or --backend sim")
+            f"({cal.switch_sat_pps:.0f} pps; {source}): offer fewer packets "
+            f"({_concurrency_knobs(d)}), use a slower scale or a topology that spreads "
+            f"the traffic, or --backend sim")
     if need > budget:
         split = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         raise ConfigError(
