@@ -103,11 +103,14 @@ def test_wake_up_under_a_path_too_long_for_a_socket(tmp_path: Path) -> None:
 
 
 def test_a_wake_socket_that_cannot_bind_falls_back_to_polling(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     deep = tmp_path / ("d" * 120)
     deep.mkdir()
     monkeypatch.setattr(FlowChain, "_address", lambda self, path: "/nonexistent/dir/sock")
-    ch = FlowChain([_spec(1, after=0)], deep / "completions")
+    with caplog.at_level("WARNING", logger="p4cc.hostcc.chain"):
+        ch = FlowChain([_spec(1, after=0)], deep / "completions")
+    assert "cannot bind a wake-up socket" in caplog.text and "next pass" in caplog.text
     assert ch.wake_socket is None and ch._wake_dirfd is None
     assert not (deep / "completions.wake").exists()
     ch.close()
