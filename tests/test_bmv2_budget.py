@@ -111,3 +111,25 @@ def test_measured_use_and_the_comparison_with_the_prediction() -> None:
     assert cmp["predicted_cpu_s_per_s"] > 0
     assert cmp["used_over_predicted"] == pytest.approx(0.9 / cmp["predicted_cpu_s_per_s"])
     assert cmp["calibration"]["calibrated"] is False
+
+
+BMV2_EXAMPLES = sorted(p for p in (REPO_ROOT / "examples").glob("*.yaml")
+                       if load_spec(p).backend == "bmv2")
+
+
+def test_the_bmv2_examples_are_the_expected_ones() -> None:
+    # a spec that says `backend: bmv2` must run on the 2-core reference machine; the ones
+    # it refuses (acc_incast, rlcc_many_to_one, acc_storage at IO depth 16) say `sim`
+    assert [p.stem for p in BMV2_EXAMPLES] == [
+        "acc_e2e", "acc_storage_bmv2", "rlcc_bmv2_4to1", "rlcc_bmv2_8to1", "testbed",
+        "testbed_60"]
+
+
+@pytest.mark.parametrize("path", BMV2_EXAMPLES, ids=lambda p: p.stem)
+def test_every_bmv2_example_fits_the_reference_budget_on_every_seed(
+        path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4cc.experiment.bmv2.limits import check_budget
+
+    monkeypatch.setenv("P4CC_CACHE_DIR", str(tmp_path))  # no calibration: the reference
+    assert budget.load() == budget.UNCALIBRATED
+    check_budget(load_spec(path))

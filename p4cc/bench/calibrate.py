@@ -31,6 +31,7 @@ from typing import Any
 from p4cc.bench import calibrate_hosts
 from p4cc.bench import dataplane as dp
 from p4cc.bench.hostcc import StepRate
+from p4cc.errors import ToolMissingError
 from p4cc.experiment.bmv2 import budget
 from p4cc.experiment.bmv2.control import set_autogroup_nice
 from p4cc.experiment.bmv2.limits import SWITCH_NICE
@@ -104,6 +105,38 @@ def host_cost(pps: float, seconds: float, pkt_bytes: int = 986) -> float:
     return cpu * 1e6 / max(1.0, sent) if wall > 0 else float("nan")
 
 
+def measure(reps: int = 3, seconds: float = 2.0, cpu_pps: float = 1000.0,
+            offer_pps: float = 45_000.0, host_pps: float = 2000.0,
+            host_ccs: Sequence[str] = ("dcqcn", "rlcc:adpg-trees"),
+            host_seconds: float = 3.0) -> tuple[budget.Calibration, dict[str, float]]:
+    """Measure this machine (root, BMv2; ~1 min): the Calibration, and the switch's
+    figures (``switch_cost``).  ToolMissingError when BMv2, root or the program is
+    missing.  Also the calibrator the bmv2 backend runs once per build
+    (p4cc.experiment.bmv2.autocal, registered by p4cc.cli)."""
+    reason = dp.skip_reason()
+    if reason is not None:
+        raise ToolMissingError(f"cannot calibrate the bmv2 budget: {reason}")
+    load = dp.loadavg()
+    sw = switch_cost(reps, seconds, cpu_pps, offer_pps)
+    host = host_cost(host_pps, seconds * 2)
+    hc = calibrate_hosts.host_costs(list(host_ccs), host_seconds)
+    cal = budget.Calibration(round(sw["us_per_pkt"], 1), round(sw["sat_pps"]),
+                             round(host, 1), os.cpu_count() or 1, budget.bmv2_build(),
+                             time.time(), load, round(sw["idle_cpu"], 3),
+                             host_send_idle_cpu=hc["send_idle_cpu"],
+                             host_recv_idle_cpu=hc["recv_idle_cpu"],
+                             host_recv_us_per_pkt=hc["recv_us_per_pkt"],
+                             host_send_us_per_pkt=hc["send_us_per_pkt"],
+                             host_send_flow_cpu=hc["send_cpu_per_flow"],
+                             host_rate_change_us=hc["rate_change_us"])
+    return cal, sw
+
+
+def calibrator() -> budget.Calibration:
+    """``measure`` with its defaults (what ``p4cc bench calibrate`` caches)."""
+    return measure()[0]
+
+
 def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     ap = argparse.ArgumentParser(prog="p4cc bench calibrate")
     ap.add_argument("--reps", type=int, default=3)
@@ -121,20 +154,8 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     if reason is not None:
         yield {"case": "calibrate", "skipped": reason}
         return
-    load = dp.loadavg()
-    sw = switch_cost(args.reps, args.seconds, args.cpu_pps, args.offer_pps)
-    host = host_cost(args.host_pps, args.seconds * 2)
-    hc = calibrate_hosts.host_costs([c for c in args.host_cc.split(",") if c],
-                                    args.host_seconds)
-    cal = budget.Calibration(round(sw["us_per_pkt"], 1), round(sw["sat_pps"]),
-                             round(host, 1), os.cpu_count() or 1, budget.bmv2_build(),
-                             time.time(), load, round(sw["idle_cpu"], 3),
-                             host_send_idle_cpu=hc["send_idle_cpu"],
-                             host_recv_idle_cpu=hc["recv_idle_cpu"],
-                             host_recv_us_per_pkt=hc["recv_us_per_pkt"],
-                             host_send_us_per_pkt=hc["send_us_per_pkt"],
-                             host_send_flow_cpu=hc["send_cpu_per_flow"],
-                             host_rate_change_us=hc["rate_change_us"])
+    cal, sw = measure(args.reps, args.seconds, args.cpu_pps, args.offer_pps, args.host_pps,
+                      [c for c in args.host_cc.split(",") if c], args.host_seconds)
     rec: dict[str, Any] = {"case": "calibrate", **budget.describe(cal),
                            "switch_light_us_per_pkt": round(sw["light_us_per_pkt"], 1),
                            "bmv2_build_flags": dp.bmv2_build_flags()}

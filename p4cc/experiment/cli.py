@@ -28,9 +28,11 @@ def _reexec_as_root(command: str) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
+    from p4cc.experiment.bmv2.autocal import doctor_check
     from p4cc.experiment.doctor import main
 
-    return main()
+    calibration = doctor_check()
+    return main([calibration] if calibration is not None else [])
 
 
 def _testbed(args: argparse.Namespace) -> int:

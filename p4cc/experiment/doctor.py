@@ -10,6 +10,7 @@ import importlib.util
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from p4cc.paths import P4_BUILD_DIR
@@ -173,6 +174,8 @@ def resolve_backend(requested: str, what: str = "the experiment") -> str:
         "--backend sim, or install what `p4cc doctor` lists:\n" + format_report(checks))
 
 
-def main() -> int:
-    print(format_report(run_checks()))
+def main(extra: Sequence[Check] = ()) -> int:
+    """Print the report; ``extra``: checks of packages above this module (the machine
+    budget's calibration, p4cc.experiment.bmv2.autocal.doctor_check)."""
+    print(format_report([*run_checks(), *extra]))
     return 0

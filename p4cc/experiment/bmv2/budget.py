@@ -48,7 +48,7 @@ from p4cc.experiment.bmv2.budget_demand import Demand, demand, switch_path
 from p4cc.topo.spec import TopoSpec
 
 __all__ = ["Calibration", "Demand", "check", "comparison", "cpu", "demand", "describe",
-           "load", "measured", "save", "switch_path", "terms"]
+           "load", "measured", "save", "summary", "switch_path", "terms"]
 
 #: use at most this fraction of the cores (and of a switch's ceiling): the rest absorbs
 #: bursts (incast onsets), the runner, Mininet and the OS.  Mininet-HiFi (CoNEXT 2012,
@@ -337,6 +337,13 @@ def _check_sharing(d: Demand, topo: TopoSpec) -> None:
 def describe(cal: Calibration) -> dict[str, Any]:
     return {**asdict(cal), "calibrated": cal.calibrated,
             "budget_cpu_s_per_s": UTIL_CAP * cal.cores}
+
+
+def summary(cal: Calibration) -> str:
+    """One line: the switch's cost and ceiling, the cores, where the numbers come from."""
+    return (f"switch {cal.switch_us_per_pkt:g} µs/packet + {cal.switch_idle_cpu:g} CPU-s/s "
+            f"idle, ceiling {cal.switch_sat_pps:.0f} packets/s; {cal.cores} cores "
+            f"({_source(cal)})")
 
 
 def measured(switch_cpu: list[dict[str, Any]], host_cpu: list[dict[str, Any]],
