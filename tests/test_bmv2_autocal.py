@@ -147,3 +147,8 @@ def test_doctor_reports_the_calibration(machine: list[int],
     assert "calibrated" in ok.detail
     assert cli.main(["doctor"]) == 0
     assert "machine budget calibration" in capsys.readouterr().out
+
+
+def test_the_test_suite_itself_never_calibrates() -> None:
+    # conftest's autouse fixture: no test measures the machine into the user's cache
+    assert autocal.why_not() == f"{autocal.ENV}=0"
