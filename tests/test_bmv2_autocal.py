@@ -152,3 +152,18 @@ def test_doctor_reports_the_calibration(machine: list[int],
 def test_the_test_suite_itself_never_calibrates() -> None:
     # conftest's autouse fixture: no test measures the machine into the user's cache
     assert autocal.why_not() == f"{autocal.ENV}=0"
+
+
+def test_a_spec_the_backend_cannot_run_is_refused_before_any_measurement(
+        machine: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    from p4cc.errors import ConfigError
+    from p4cc.experiment.spec import parse_spec
+
+    monkeypatch.setattr(doctor, "bmv2_missing", lambda checks=None: [])
+    bad = parse_spec({"name": "t", "backend": "bmv2", "topology": "star,hosts=12",
+                      "duration_s": 5, "workloads": [{"type": "incast", "receiver": "h12",
+                                                      "senders": [2, 2], "sizes": [1000],
+                                                      "load": 0.1}]})
+    with pytest.raises(ConfigError, match="12 hosts"):
+        Bmv2Backend().check(bad)
+    assert machine == []  # refused in a moment, not after a minute of calibration

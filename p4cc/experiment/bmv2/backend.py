@@ -32,6 +32,7 @@ from p4cc.experiment.bmv2.limits import (
     MAX_HOSTS,
     MAX_SWITCHES,
     SWITCH_NICE,
+    check_budget,
     check_schedule_budget,
     check_spec,
 )
@@ -68,9 +69,10 @@ class Bmv2Backend:
         self.ack_every = ack_every
 
     def check(self, spec: ExperimentSpec) -> None:
-        if self.within_budget:  # this machine's numbers, measured once per BMv2 build
-            autocal.ensure_calibrated()
-        check_spec(spec, self.within_budget)
+        check_spec(spec, within_budget=False)  # limits, host CC, tools: fail fast
+        if self.within_budget:
+            autocal.ensure_calibrated()  # this machine's numbers, once per BMv2 build
+            check_budget(spec)
 
     def run(self, spec: ExperimentSpec, schedule: pd.DataFrame, link_events: pd.DataFrame,
             agent_name: str, sink: RunSink, progress: Progress) -> None:
