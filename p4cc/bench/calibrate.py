@@ -128,7 +128,9 @@ def measure(reps: int = 3, seconds: float = 2.0, cpu_pps: float = 1000.0,
                              host_recv_us_per_pkt=hc["recv_us_per_pkt"],
                              host_send_us_per_pkt=hc["send_us_per_pkt"],
                              host_send_flow_cpu=hc["send_cpu_per_flow"],
-                             host_rate_change_us=hc["rate_change_us"])
+                             host_rate_change_us=hc["rate_change_us"],
+                             host_send_us_per_flow=hc["send_us_per_flow"],
+                             host_recv_us_per_flow=hc["recv_us_per_flow"])
     return cal, sw
 
 

@@ -14,6 +14,10 @@ CC's probe options).  Measured from ``/proc/<pid>/stat``:
   per second of one active flow (RL-CC decides per flow every decision interval and
   probes every interval, whatever the packet rate);
 * the receiver's µs per data packet;
+* the sender's and the receiver's µs per flow beyond its packets (what a flow costs to
+  start, pace and complete: its HTB class, its state, its completion record), from
+  ``SHORT_FLOWS_PER_S`` flows of ``SHORT_FLOW_PKTS`` packets a second, started one after
+  another in the window (closed-loop storage starts 30-35 a second on BMv2);
 * one HTB rate change over netlink (p4cc.hostcc.pacing.HtbPacer.set_rate, what a DCQCN
   sender does on every CNP): this process's CPU for ``rounds`` x ``flows`` changes.
 
@@ -54,6 +58,10 @@ LEAD_S = 3.0
 #: seconds after the flows' start before the busy window (HTB classes set up, rates up)
 SETTLE_S = 0.3
 STARTUP_TIMEOUT_S = 60.0
+#: the per-flow window: short flows started evenly through it (a storage run of
+#: examples/acc_storage_bmv2.yaml starts 30-35 flows a second, the default experiment 7-9)
+SHORT_FLOWS_PER_S = 30.0
+SHORT_FLOW_PKTS = 2
 
 
 def _ip(*args: str, check: bool = True) -> None:
@@ -138,12 +146,35 @@ def _sent_in(trace: Path, t_a: float, t_b: float) -> float:
 def _one(d: Path, rx: _Proc, cc: str, flows: int, seconds: float, scale_name: str
          ) -> dict[str, float]:
     """One sender with ``flows`` flows at the link rate: CPU and packets in the window."""
-    scale = get_scale(scale_name)
-    rate = scale.link_rate_bps
+    rate = get_scale(scale_name).link_rate_bps
     size = int(rate / 8 * (seconds + 5.0) / flows)  # still running at the window's end
     sched = [{"dst": IP_RECV, "size": size, "start_s": LEAD_S, "cc": cc, "ref": i}
              for i in range(flows)]
-    tag = f"{cc.replace(':', '_')}-{flows}"
+    return _window(d, rx, cc, f"{cc.replace(':', '_')}-{flows}", sched, seconds, scale_name)
+
+
+def _short(d: Path, rx: _Proc, cc: str, seconds: float, scale_name: str
+           ) -> dict[str, float]:
+    """One sender starting SHORT_FLOWS_PER_S flows of SHORT_FLOW_PKTS packets a second
+    through the window: CPU, packets and the flows started in the window."""
+    payload = get_scale(scale_name).pkt_bytes - 14  # padded datagrams (--pad)
+    n = max(1, round(SHORT_FLOWS_PER_S * seconds))
+    a = LEAD_S + SETTLE_S
+    sched = [{"dst": IP_RECV, "size": SHORT_FLOW_PKTS * payload, "cc": cc, "ref": i,
+              "start_s": a + (i + 0.5) * seconds / n} for i in range(n)]
+    out = _window(d, rx, cc, f"{cc.replace(':', '_')}-short", sched, seconds, scale_name)
+    # every flow starts and (two packets at the link rate: ~2 ms) ends in the window; the
+    # trace's periodic rows may miss a flow this short, so count its packets, not bytes
+    return {**out, "pkts": float(n * SHORT_FLOW_PKTS), "flows": float(n)}
+
+
+def _window(d: Path, rx: _Proc, cc: str, tag: str, sched: list[dict[str, Any]],
+            seconds: float, scale_name: str) -> dict[str, float]:
+    """Run one sender on ``sched`` (flows from LEAD_S on): its and the receiver's idle
+    CPU-s/s before the flows, their CPU in the window [LEAD_S + SETTLE_S, + seconds]
+    and the data packets sent in it."""
+    scale = get_scale(scale_name)
+    rate = scale.link_rate_bps
     (d / f"{tag}.json").write_text(json.dumps(sched))
     probe = probe_interval_s(cc, 1, scale.pps(rate), scale.base_rtt_s)
     tx = _Proc(NS_SEND, d, tag, ["host", "send", "--schedule", str(d / f"{tag}.json"),
@@ -171,7 +202,8 @@ def _one(d: Path, rx: _Proc, cc: str, flows: int, seconds: float, scale_name: st
     sent = _sent_in(d / tag / "trace.csv", a, a + seconds)
     pkts = sent / max(1, scale.pkt_bytes - 14)  # padded datagrams (--pad)
     return {"send_idle": (idle1 - idle0) / idle_s, "recv_idle": (ridle1 - ridle0) / idle_s,
-            "send_cpu": c1 - c0, "recv_cpu": r1 - r0, "pkts": pkts, "flow_s": flows * seconds}
+            "send_cpu": c1 - c0, "recv_cpu": r1 - r0, "pkts": pkts,
+            "flow_s": len(sched) * seconds}
 
 
 def _children_cpu() -> float:
@@ -214,12 +246,17 @@ def rate_change_us(flows: int = 20, rounds: int = 20, batch_tc: bool = True) -> 
 
 def host_costs(ccs: Sequence[str], seconds: float = 3.0, scale_name: str = "testbed"
                ) -> dict[str, Any]:
-    """Idle CPU-s/s of a sender and a receiver process, the receiver's µs per packet and,
-    per CC, the sender's µs per data packet and CPU-s/s per active flow (module doc)."""
+    """Idle CPU-s/s of a sender and a receiver process, the receiver's µs per packet,
+    per CC the sender's µs per data packet and CPU-s/s per active flow, and the sender's
+    and receiver's µs per flow (with the first CC; module doc)."""
     out: dict[str, Any] = {"send_us_per_pkt": {}, "send_cpu_per_flow": {}}
     idles_s: list[float] = []
     idles_r: list[float] = []
     rx_us: list[float] = []
+    per_pkt_of: dict[str, float] = {}
+    short: dict[str, float] = {}
+    if not ccs:
+        raise P4ccError("host_costs needs at least one host CC")
     with netns_pair(), tempfile.TemporaryDirectory(prefix="p4cc-cal-") as tmp:
         d = Path(tmp)
         rx = _Proc(NS_RECV, d, "recv", ["host", "run", "--recv-out", str(d / "recv"),
@@ -240,19 +277,36 @@ def host_costs(ccs: Sequence[str], seconds: float = 3.0, scale_name: str = "test
                 per_flow = max(0.0, (n4 - per_pkt * four["pkts"])
                                / (four["flow_s"] - one["flow_s"]))
                 per_pkt = max(0.0, (n1 - per_flow * one["flow_s"]) / max(one["pkts"], 1.0))
+                per_pkt_of[cc] = per_pkt
                 out["send_us_per_pkt"][cc] = round(per_pkt * 1e6, 1)
                 out["send_cpu_per_flow"][cc] = round(per_flow, 4)
                 for m in (one, four):
                     if m["pkts"] > 0:
                         rx_us.append((m["recv_cpu"] - m["recv_idle"] * seconds) / m["pkts"])
+                if cc == ccs[0]:  # per flow: the first CC's sender (dcqcn by default)
+                    short = _short(d, rx, cc, seconds, scale_name)
+            recv_pkt = max(0.0, sorted(rx_us)[len(rx_us) // 2]) if rx_us else 0.0
+            out.update(per_flow_us(short, seconds, per_pkt_of[ccs[0]], recv_pkt))
         finally:
             rx.stop()
         out["rate_change_us"] = round(rate_change_us(), 1)
     med = sorted
     out["send_idle_cpu"] = round(med(idles_s)[len(idles_s) // 2], 4)
     out["recv_idle_cpu"] = round(med(idles_r)[len(idles_r) // 2], 4)
-    out["recv_us_per_pkt"] = round(max(0.0, med(rx_us)[len(rx_us) // 2]) * 1e6, 1)
+    out["recv_us_per_pkt"] = round(recv_pkt * 1e6, 1)
     return out
+
+
+def per_flow_us(short: dict[str, float], seconds: float, send_pkt_s: float,
+                recv_pkt_s: float) -> dict[str, float]:
+    """The sender's and the receiver's µs per flow from the short-flow window: its CPU
+    beyond idle and beyond its packets (at the long flows' cost per packet), per flow
+    started in the window; never below 0."""
+    flows = max(short.get("flows", 0.0), 1.0)
+    send = short["send_cpu"] - short["send_idle"] * seconds - short["pkts"] * send_pkt_s
+    recv = short["recv_cpu"] - short["recv_idle"] * seconds - short["pkts"] * recv_pkt_s
+    return {"send_us_per_flow": round(max(0.0, send) / flows * 1e6, 1),
+            "recv_us_per_flow": round(max(0.0, recv) / flows * 1e6, 1)}
 
 
 if __name__ == "__main__":  # scratch use: python -m p4cc.bench.calibrate_hosts dcqcn,rlcc

@@ -58,6 +58,9 @@ class Demand:
     #: flows that start when another completes (``after``: closed-loop storage and
     #: query/response chains), whose concurrency is the workload's io_depth, not its load
     chained_flows: int = 0
+    #: flows started per second of run time (each costs its sender and receiver a start
+    #: and a completion beyond its packets: Calibration.host_*_us_per_flow)
+    flows_per_s: float = 0.0
 
     def cpu(self, cal: Any) -> float:
         """CPU-seconds per second of run time under ``cal`` (a budget.Calibration)."""
@@ -251,4 +254,5 @@ def demand(topo: TopoSpec, schedule: pd.DataFrame, duration_s: float, interval_s
                   active_flows=sum(f.active_s for f in flows) / dur, cnp_pps=cnp,
                   reverse_pps=rev, switches=tuple(s.name for s in topo.switches),
                   int_pps=int_sw, report_pps=reports, sharing=sharing,
-                  chained_flows=sum(f.after >= 0 for f in flows_all))
+                  chained_flows=sum(f.after >= 0 for f in flows_all),
+                  flows_per_s=len(flows) / dur)
