@@ -218,6 +218,8 @@ def test_host_costs_rig_measures_positive_costs() -> None:
     assert hc["send_us_per_pkt"]["dcqcn"] > 0
     assert hc["recv_us_per_pkt"] > 0
     assert hc["rate_change_us"] > 0
+    assert hc["send_us_per_flow"] > 0  # a flow's own cost (session 37's short-flow window)
+    assert hc["recv_us_per_flow"] >= 0
     assert 0 <= hc["send_idle_cpu"] < 0.5
 
 
