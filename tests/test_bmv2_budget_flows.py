@@ -107,3 +107,12 @@ def test_old_cache_files_get_the_measured_per_flow_defaults() -> None:
     assert old.host_send_us_per_flow == budget.HOST_SEND_US_PER_FLOW > 0
     assert old.host_recv_us_per_flow == budget.HOST_RECV_US_PER_FLOW >= 0
 
+
+
+def test_host_costs_need_a_host_cc() -> None:
+    from p4cc.bench import calibrate_hosts
+    from p4cc.errors import P4ccError
+
+    # refused before any namespace or process is made (no root needed)
+    with pytest.raises(P4ccError, match="at least one host CC"):
+        calibrate_hosts.host_costs([])
