@@ -254,7 +254,6 @@ def host_costs(ccs: Sequence[str], seconds: float = 3.0, scale_name: str = "test
     idles_r: list[float] = []
     rx_us: list[float] = []
     per_pkt_of: dict[str, float] = {}
-    short: dict[str, float] = {}
     if not ccs:
         raise P4ccError("host_costs needs at least one host CC")
     with netns_pair(), tempfile.TemporaryDirectory(prefix="p4cc-cal-") as tmp:
@@ -283,8 +282,8 @@ def host_costs(ccs: Sequence[str], seconds: float = 3.0, scale_name: str = "test
                 for m in (one, four):
                     if m["pkts"] > 0:
                         rx_us.append((m["recv_cpu"] - m["recv_idle"] * seconds) / m["pkts"])
-                if cc == ccs[0]:  # per flow: the first CC's sender (dcqcn by default)
-                    short = _short(d, rx, cc, seconds, scale_name)
+            # per flow: with the first CC's sender (dcqcn by default)
+            short = _short(d, rx, ccs[0], seconds, scale_name)
             recv_pkt = max(0.0, sorted(rx_us)[len(rx_us) // 2]) if rx_us else 0.0
             out.update(per_flow_us(short, seconds, per_pkt_of[ccs[0]], recv_pkt))
         finally:
