@@ -24,7 +24,8 @@ from fixed_cc import Fixed
 
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import FlowSpec
-from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
+from p4cc.hostcc.pacing import HtbPacer
+from p4cc.hostcc.pacing_config import PacerConfig, enter_netns
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
 from p4cc.hostcc.sender import Sender, SenderConfig
 

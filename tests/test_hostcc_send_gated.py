@@ -4,14 +4,16 @@ tests/test_hostcc_pacing_root.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import socket
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fixed_cc import Fixed
 
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import FlowSpec
-from p4cc.hostcc.pacing import PacerStats
+from p4cc.hostcc.pacing_config import PacerStats
 from p4cc.hostcc.receiver import Receiver, ReceiverConfig
 from p4cc.hostcc.sender import Sender, SenderConfig
 
@@ -23,6 +25,8 @@ class StandInPacer:
         self.floor_bps = floor_bps
         self.stats = PacerStats()
         self.rates: list[float] = []
+        self.classified: list[int] = []  # source ports put in their class
+        self.probes = 0  # probes sent through the control class
 
     def add_flow(self, sport: int, rate_bps: float) -> int:
         self.rates.append(rate_bps)
@@ -34,6 +38,14 @@ class StandInPacer:
 
     def set_rate(self, sport: int, rate_bps: float) -> None:
         self.rates.append(rate_bps)
+
+    def classify(self, sock: socket.socket) -> None:
+        self.classified.append(sock.getsockname()[1])
+
+    @contextlib.contextmanager
+    def control(self, sock: socket.socket) -> Iterator[None]:
+        self.probes += 1
+        yield
 
     def close(self) -> None: ...
 

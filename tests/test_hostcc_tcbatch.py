@@ -4,6 +4,7 @@ changing real classes: tests/test_hostcc_pacing_root.py)."""
 
 from __future__ import annotations
 
+import shutil
 import stat
 import sys
 import time
@@ -70,3 +71,52 @@ def test_no_tc_on_path_names_the_program(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PATH", "")
     with pytest.raises(P4ccError, match=r"no `tc` program on PATH \(iproute2\)"):
         TcBatch()
+
+
+# as FAKE, and the sync marker fails as tc's does ("Cannot find device")
+FAKE_SYNC = """for n, line in enumerate(sys.stdin, 1):
+    if "p4cc/sync" in line:
+        print('Cannot find device "p4cc/sync"', file=sys.stderr, flush=True)
+        print(f'Command failed -:{n}', file=sys.stderr, flush=True)
+    elif "bad" in line:
+        print('RTNETLINK answers: File exists', file=sys.stderr, flush=True)
+        print(f'Command failed -:{n}', file=sys.stderr, flush=True)
+"""
+
+
+def test_sync_reports_the_watched_lines_failures_only(tmp_path: Path) -> None:
+    b = TcBatch(_fake_tc(tmp_path, FAKE_SYNC))
+    try:
+        good = b.send("class add ok\n")
+        assert b.sync((good,)).wait(5.0) == []
+        b.send("class change bad\n")  # a rate change: counted, not anyone's failure
+        bad = b.send("class add bad\n")
+        assert b.sync((bad,)).wait(5.0) == ["RTNETLINK answers: File exists"]
+        assert b.sync().wait(5.0) == []  # markers are no errors
+        assert b.errors == 2 and b.sent == 3
+    finally:
+        b.close()
+
+
+def test_sync_after_tc_ended_is_a_clear_error(tmp_path: Path) -> None:
+    # reads one line, then ends without running it
+    b = TcBatch(_fake_tc(tmp_path, "sys.stdin.readline(); sys.exit(2)"))
+    try:
+        n = b.send("class add ok\n")
+        with pytest.raises(P4ccError, match="tc -batch exited"):
+            b.sync((n,)).wait(5.0)
+    finally:
+        b.close()
+
+
+@pytest.mark.skipif(shutil.which("tc") is None, reason="needs iproute2 `tc`")
+def test_the_sync_marker_fails_in_the_real_tc() -> None:
+    """The marker must fail (tc acknowledges nothing else) and change nothing: the real
+    tc refuses the device name, and the ack completes with no failure and no error."""
+    b = TcBatch()
+    try:
+        for _ in range(3):
+            assert b.sync().wait(5.0) == []
+        assert b.errors == 0 and b.alive()
+    finally:
+        b.close()

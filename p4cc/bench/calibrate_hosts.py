@@ -5,7 +5,8 @@ by one veth pair, a receive-only ``p4cc host run`` in one and ``p4cc host send``
 other, each started through the backend's own wrapper (``python -m
 p4cc.experiment.bmv2.hosts``: imports first, then waits for the go file), with the
 options the backend gives them (``--dev`` HTB pacing, ``--nic-rate``, ``--pad``, the
-CC's probe options).  Measured from ``/proc/<pid>/stat``:
+CC's probe options).  Measured from ``/proc/<pid>/stat``, children included (the
+pacer's ``tc -batch``; p4cc.experiment.bmv2.procmon.tree_cpu_seconds):
 
 * the idle cost of a sender and of a receiver process (the sender loop wakes every
   5 ms with nothing to send; p4cc.hostcc.sender.Sender.step);
@@ -45,7 +46,7 @@ from p4cc.errors import P4ccError
 from p4cc.experiment.bmv2.hosts import LISTEN_POLL_S, write_go
 from p4cc.experiment.bmv2.launch import quiet_args
 from p4cc.experiment.bmv2.limits import probe_interval_s
-from p4cc.experiment.bmv2.procmon import cpu_seconds
+from p4cc.experiment.bmv2.procmon import tree_cpu_seconds
 from p4cc.scale import get_scale
 
 #: the namespaces and veth of the rig, named after this process (created and deleted
@@ -111,7 +112,8 @@ class _Proc:
             time.sleep(LISTEN_POLL_S)  # poll interval of the readiness condition
 
     def cpu(self) -> float:
-        return cpu_seconds(self.proc.pid)
+        """The process's CPU seconds with its children's (its pacer's ``tc -batch``)."""
+        return tree_cpu_seconds(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

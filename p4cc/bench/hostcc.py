@@ -21,7 +21,7 @@ from typing import Any
 
 from p4cc.hostcc import wire
 from p4cc.hostcc.flow import FlowSpec
-from p4cc.hostcc.pacing import enter_netns
+from p4cc.hostcc.pacing_config import enter_netns
 from p4cc.hostcc.sender import Sender, SenderConfig
 
 NS_A, NS_B = "p4cch-bench-a", "p4cch-bench-b"

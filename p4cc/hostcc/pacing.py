@@ -17,7 +17,16 @@ line round-robin (quantum = one MTU), like a NIC's QP scheduler.  Without it a h
 with ten new DCQCN flows (each starting at line rate) put ~10x its link rate on an
 unshaped veth (docs/emulation.md).
     filter u32  prio 1 UDP dport 4791 and BTH opcode 0xC0          -> cc:1
-    filter u32  prio 2 UDP sport <flow port>, dport 4791           -> cc:N
+
+A flow's packets find their class by the socket's priority, not by a filter: HTB takes
+``skb->priority`` as the class id when it names one of its leaf classes, before it runs
+any filter (Linux net/sched/sch_htb.c: htb_classify), so :meth:`HtbPacer.classify` sets
+the flow socket's ``SO_PRIORITY`` to its class and the probes it sends are classified
+into cc:1 the same way (:meth:`HtbPacer.control`).  Until session 38 every flow had a
+u32 filter on its source port (0.45 ms of CPU to create through pyroute2, and one more
+rule every packet of the host walked past).  Classes are created through the pacer's
+``tc -batch`` child, acknowledged (p4cc.hostcc.tcbatch.TcBatch.sync): ~0.3 ms of tc's
+CPU instead of pyroute2's 0.7 ms; pyroute2 where there is no tc.
 
 HTB charges each frame against its class's ceiling at the ceiling in force and keeps
 the debt in time units; ``tc class change`` does not reset it (Linux
@@ -36,23 +45,22 @@ classes and filters with it; nothing else is touched.
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import logging
-import os
 import queue
+import socket
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from p4cc.constants import ROCE_PORT
 from p4cc.errors import ConfigError, P4ccError
-from p4cc.hostcc.tcbatch import TcBatch, change_line
+from p4cc.hostcc.pacing_config import PacerConfig, PacerStats, enter_netns, htb_rate
+from p4cc.hostcc.tcbatch import TcAck, TcBatch, change_line, handle
 
 log = logging.getLogger(__name__)
 
-CLONE_NEWNET = 0x40000000
 TC_H_ROOT = 0xFFFFFFFF
 ETH_P_IP = 0x0800
 FIRST_FLOW_MINOR = 0x100
@@ -60,74 +68,6 @@ FIRST_FLOW_MINOR = 0x100
 LINK_CLASS_MINOR = 0x2
 #: how long a caller waits for the pacer thread to run a netlink command
 CALL_TIMEOUT_S = 10.0
-
-
-def enter_netns(name: str) -> None:
-    """Move the *calling thread* into the named network namespace (``ip netns``)."""
-    path = name if name.startswith("/") else f"/var/run/netns/{name}"
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise ConfigError(f"network namespace {name!r} not found ({exc}); create it with "
-                          "`ip netns add`") from exc
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.setns(fd, CLONE_NEWNET) != 0:
-            err = ctypes.get_errno()
-            raise ConfigError(f"setns({name}) failed: {os.strerror(err)}; run as root")
-    finally:
-        os.close(fd)
-
-
-@dataclass(frozen=True)
-class PacerConfig:
-    """Where and how to pace."""
-
-    dev: str = field(metadata={"help": "host interface whose root qdisc becomes HTB"})
-    netns: str | None = field(default=None, metadata={"help": "named netns of the device"})
-    major: int = field(default=0xCC, metadata={"help": "HTB handle major number"})
-    ctrl_rate_bps: float = field(default=1e9, metadata={"help": "rate of the probe class"})
-    min_rate_bps: float = field(
-        default=8e3, metadata={"help": "lowest rate ever set (and a flow class's guaranteed "
-                               "rate under the link class)"})
-    ceil_floor_bps: float = field(
-        default=0.0,
-        metadata={"help": "lowest ceiling of a flow class: HTB charges each frame at the "
-                  "ceiling in force and does not forgive that debt when the ceiling rises, "
-                  "so the owner paces slower flows itself (SenderConfig.max_token_debt_s)"})
-    mtu: int = field(default=1600, metadata={"help": "largest frame (bytes)"})
-    burst_s: float = field(default=1e-3, metadata={"help": "HTB burst = mtu + rate × this"})
-    link_rate_bps: float | None = field(
-        default=None, metadata={"help": "cap the flows' sum at this rate (the NIC's)"})
-    batch_tc: bool = field(
-        default=True, metadata={"help": "change flow rates through one `tc -batch` process "
-                                "(p4cc.hostcc.tcbatch; pyroute2 if there is no tc)"})
-
-    def __post_init__(self) -> None:
-        if not 0 <= self.ceil_floor_bps < float("inf"):
-            raise ConfigError(f"ceil_floor_bps={self.ceil_floor_bps} must be >= 0")
-        if self.link_rate_bps is not None and not self.link_rate_bps > 0:
-            raise ConfigError(f"link_rate_bps={self.link_rate_bps} must be > 0 (or None)")
-        if not self.dev:
-            raise ConfigError("pacing needs a device name (--dev)")
-        if not 1 <= self.major <= 0xFFFE:
-            raise ConfigError(f"HTB major handle must be in 1..0xfffe, got {self.major:#x}")
-
-
-def _rate(bps: float) -> str:
-    return f"{max(1, int(bps))}bit"
-
-
-@dataclass
-class PacerStats:
-    requested: int = 0
-    applied: int = 0
-    coalesced: int = 0
-    unchanged: int = 0
-    errors: int = 0
-    last_apply_s: float = 0.0
-    max_apply_s: float = 0.0
-    batch: bool = False  # rate changes through ``tc -batch`` (time = handing one over)
 
 
 class HtbPacer:
@@ -169,12 +109,35 @@ class HtbPacer:
         return self.add_flow_async(sport, rate_bps)()
 
     def add_flow_async(self, sport: int, rate_bps: float) -> Callable[[], int]:
-        """Queue the class and filter of a flow for the pacer's thread and return at once
-        (a sender sets up its next flows without stalling the running ones); the returned
-        function waits until the kernel has them (raising what creating them raised).
-        ``set_rate`` for ``sport`` only after that."""
+        """Queue the class of a flow for the pacer's thread and return at once (a sender
+        sets up its next flows without stalling the running ones); the returned function
+        waits until the kernel has it (raising what creating it raised) and returns its
+        class id.  ``set_rate`` and :meth:`classify` for ``sport`` only after that."""
         box = self._submit(lambda: self._add_flow(sport, rate_bps))
-        return lambda: int(self._result(box))
+        return lambda: self._class_made(sport, box)
+
+    def classify(self, sock: socket.socket) -> None:
+        """Put the packets ``sock`` sends from now on in its flow's class (the socket's
+        source port was given to ``add_flow``): ``SO_PRIORITY`` = the class id."""
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, self._flow_class(sock))
+
+    @contextlib.contextmanager
+    def control(self, sock: socket.socket) -> Iterator[None]:
+        """Within the block, ``sock`` sends into the control class (cc:1: RTT probes,
+        which must not wait behind the flow's data); its flow's class again after."""
+        classid = self._flow_class(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, self._root | 1)
+        try:
+            yield
+        finally:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, classid)
+
+    def _flow_class(self, sock: socket.socket) -> int:
+        sport = sock.getsockname()[1]
+        classid = self._classes.get(sport)
+        if classid is None:
+            raise ConfigError(f"no pacing class for UDP source port {sport}; add_flow first")
+        return classid
 
     @property
     def floor_bps(self) -> float:
@@ -319,19 +282,22 @@ class HtbPacer:
             self.stats.last_apply_s = dt
             self.stats.max_apply_s = max(self.stats.max_apply_s, dt)
 
-    def _class(self, cmd: str, classid: int, bps: float) -> None:
+    def _class(self, cmd: str, classid: int, bps: float) -> TcAck | None:
+        """Create or change a class: a flow class through tc when there is one (an
+        ``add-class`` returns the ack to wait for), else through pyroute2 (done)."""
         burst = int(self.cfg.mtu + bps / 8.0 * self.cfg.burst_s)
         flow = classid & 0xFFFF >= FIRST_FLOW_MINOR
-        if cmd == "change-class" and flow and self._tc is not None:
+        if flow and self._tc is not None:
             under = self.cfg.link_rate_bps is not None
             try:
-                self._tc.send(change_line(
+                n = self._tc.send(change_line(
                     self.cfg.dev, self._root | (LINK_CLASS_MINOR if under else 0), classid,
                     min(bps, self.cfg.min_rate_bps) if under else bps, bps, burst,
-                    self.cfg.mtu, self.cfg.mtu if under else None))
-                return
-            except P4ccError as exc:  # tc is gone: this change and the next ones by netlink
-                log.warning("%s: %s; rate changes through pyroute2 from now on",
+                    self.cfg.mtu, self.cfg.mtu if under else None,
+                    verb="add" if cmd == "add-class" else "change"))
+                return self._tc.sync((n,)) if cmd == "add-class" else None
+            except P4ccError as exc:  # tc is gone: this command and the next by netlink
+                log.warning("%s: %s; classes through pyroute2 from now on",
                             self.cfg.dev, exc)
                 self._close_batch()
                 self.stats.batch = False
@@ -339,12 +305,13 @@ class HtbPacer:
             # under the link class: the CC rate is the ceil, the rate a floor (see top)
             self._ipr.tc(cmd, "htb", self._index, classid,
                          parent=self._root | LINK_CLASS_MINOR,
-                         rate=_rate(min(bps, self.cfg.min_rate_bps)), ceil=_rate(bps),
+                         rate=htb_rate(min(bps, self.cfg.min_rate_bps)), ceil=htb_rate(bps),
                          mtu=self.cfg.mtu, burst=burst, cburst=burst, quantum=self.cfg.mtu)
-            return
+            return None
         self._ipr.tc(cmd, "htb", self._index, classid, parent=self._root,
-                     rate=_rate(bps), ceil=_rate(bps), mtu=self.cfg.mtu, burst=burst,
+                     rate=htb_rate(bps), ceil=htb_rate(bps), mtu=self.cfg.mtu, burst=burst,
                      cburst=burst)
+        return None
 
     def _setup(self) -> None:
         links = self._ipr.link_lookup(ifname=self.cfg.dev)
@@ -369,23 +336,53 @@ class HtbPacer:
                      protocol=ETH_P_IP, target=ctrl,
                      keys=[f"0x{ROCE_PORT:08x}/0x0000ffff+20", "0xc0000000/0xff000000+28"])
 
-    def _add_flow(self, sport: int, rate_bps: float) -> int:
+    def _add_flow(self, sport: int, rate_bps: float) -> tuple[int, TcAck | None]:
+        """(pacer thread) Create a flow's class: handed to tc with a sync marker (the
+        ack to wait for), or through pyroute2 (no ack: done)."""
         if sport in self._classes:
-            return self._classes[sport]
+            return self._classes[sport], None
         if self._next_minor > 0xFFFF:  # a tc class minor is 16 bits; classes are not reused
             raise P4ccError(f"{self.cfg.dev}: more than {0xFFFF - FIRST_FLOW_MINOR + 1} paced "
                             "flows in one sender; split the schedule over several senders")
         classid = self._root | self._next_minor
         self._next_minor += 1
         bps = max(rate_bps, self.floor_bps)
-        self._class("add-class", classid, bps)
+        ack = self._class("add-class", classid, bps)
         with self._lock:
             self._wanted[classid] = bps
-        self._ipr.tc("add-filter", "u32", self._index, parent=self._root, prio=2,
-                     protocol=ETH_P_IP, target=classid,
-                     keys=[f"0x{sport:04x}{ROCE_PORT:04x}/0xffffffff+20"])
         self._classes[sport] = classid
-        return classid
+        return classid, ack
+
+    def _class_made(self, sport: int, box: queue.Queue[Any]) -> int:
+        """(caller's thread) Wait until a flow's class exists; its class id."""
+        classid, ack = self._result(box)
+        if ack is None:
+            return int(classid)
+        try:
+            failures = ack.wait(CALL_TIMEOUT_S)
+        except P4ccError as exc:  # tc ended before it got there: pyroute2 makes it
+            log.warning("%s: %s; class %s through pyroute2", self.cfg.dev, exc,
+                        handle(classid))
+            self._call(lambda: self._remake(classid))
+            return int(classid)
+        if failures:
+            raise P4ccError(f"{self.cfg.dev}: tc could not create the pacing class "
+                            f"{handle(classid)} of UDP source port {sport}: {failures[0]}")
+        return int(classid)
+
+    def _remake(self, classid: int) -> None:
+        """(pacer thread) Create a class over netlink that a dead tc may or may not have
+        created, at the rate last asked for."""
+        self._close_batch()
+        self.stats.batch = False
+        with self._lock:
+            bps = self._wanted.get(classid, self.floor_bps)
+        try:
+            self._class("add-class", classid, bps)
+        except Exception as exc:  # NetlinkError(EEXIST): tc made it before it ended
+            if "exists" not in str(exc).lower():
+                raise
+            self._class("change-class", classid, bps)
 
     def _teardown(self) -> None:
         self._close_batch()

@@ -313,7 +313,7 @@ class Receiver:
     def open(self) -> Receiver:
         """Bind the socket in the calling thread (entering ``netns`` first); no thread."""
         if self.netns:
-            from p4cc.hostcc.pacing import enter_netns
+            from p4cc.hostcc.pacing_config import enter_netns
 
             enter_netns(self.netns)
         self.sock = open_rx_socket(self.cfg)

@@ -44,6 +44,14 @@ class SendPaths:
             self.icmp_errors += 1
             return False
 
+    def _send_probe(self, sock: socket.socket, buf: bytes) -> bool:
+        """An RTT probe: through the pacer's control class, past the flow's queued data
+        (HtbPacer.control)."""
+        if self._pacer is None:
+            return self._send(sock, buf)
+        with self._pacer.control(sock):
+            return self._send(sock, buf)
+
     def _refill_wait(self, rate: float) -> float:
         """How long a flow whose HTB class is full waits for room: half a packet time at
         the rate the class drains, within 0.2-5 ms.  That rate is the flow's own, or less

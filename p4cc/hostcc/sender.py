@@ -33,7 +33,8 @@ from p4cc.errors import ConfigError
 from p4cc.hostcc import wire
 from p4cc.hostcc.chain import FlowChain
 from p4cc.hostcc.flow import Flow, FlowSpec
-from p4cc.hostcc.pacing import HtbPacer, PacerConfig, enter_netns
+from p4cc.hostcc.pacing import HtbPacer
+from p4cc.hostcc.pacing_config import PacerConfig, enter_netns
 from p4cc.hostcc.rtt_samples import ProbeSchedule, TxStamps, kernel_time
 from p4cc.hostcc.sched import StartBoost
 from p4cc.hostcc.send_paths import SendPaths
@@ -302,6 +303,8 @@ class Sender(SendPaths, FlowSetUp):
             fid, sock, ctl, class_made = prepared if prepared is not None else self._set_up(spec, t)
             try:
                 class_made()  # (at once, unless the pacer's thread is still on it)
+                if self._pacer is not None:
+                    self._pacer.classify(sock)  # its packets into its class
             except BaseException:
                 sock.close()
                 raise
@@ -329,7 +332,7 @@ class Sender(SendPaths, FlowSetUp):
         t = time.monotonic() - self.t0
         if self.probe_schedule.due(flow.id, t, flow.ack_rtt_samples):
             flow.probes += 1
-            self._send(sock, wire.encode_probe(flow.id, flow.probes, time.time_ns()))
+            self._send_probe(sock, wire.encode_probe(flow.id, flow.probes, time.time_ns()))
         wake = self.probe_schedule.next_t(flow.id)
         rate = max(flow.ctl.rate_bps(t), 1.0)
         if self._pacer is not None and abs(rate - st["rate"]) > 1e-3 * st["rate"]:

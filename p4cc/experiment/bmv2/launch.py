@@ -37,7 +37,7 @@ from p4cc.experiment.bmv2.limits import (
     probe_interval_s,
     probe_max_pps,
 )
-from p4cc.experiment.bmv2.procmon import cpu_seconds, wait_seconds
+from p4cc.experiment.bmv2.procmon import tree_cpu_seconds, wait_seconds
 from p4cc.experiment.spec import ExperimentSpec
 from p4cc.hostcc.rtt_samples import default_probe_quiet_s
 from p4cc.hostcc.sender_config import SenderConfig
@@ -265,13 +265,14 @@ class HostProcesses:
         every sampling period), so ``cpu_rows`` can count a process that exits early."""
         for p in self.host_procs:
             try:
-                cpu, wait = cpu_seconds(p.pid), wait_seconds(p.pid)
+                cpu, wait = tree_cpu_seconds(p.pid), wait_seconds(p.pid)
             except (OSError, IndexError, ValueError):
                 continue  # exited: its last sample stays
             self.cpu_last[p.pid] = (cpu, wait)
 
     def cpu_rows(self) -> list[dict[str, Any]]:
-        """CPU seconds of each host process (proc(5) utime + stime) and its run-queue
+        """CPU seconds of each host process and its children (its pacer's ``tc -batch``;
+        procmon.tree_cpu_seconds) and its run-queue
         wait (schedstat), at t0 and now: call before ``stop``.  A process that already
         exited is counted with its last sample (``exited``: up to one sampling period
         of its CPU is missing); one never sampled is left out."""
@@ -279,7 +280,7 @@ class HostProcesses:
         for p in self.host_procs:
             exited = False
             try:
-                cpu, wait = cpu_seconds(p.pid), wait_seconds(p.pid)
+                cpu, wait = tree_cpu_seconds(p.pid), wait_seconds(p.pid)
             except (OSError, IndexError, ValueError):
                 if p.pid not in self.cpu_last:
                     continue  # exited before any sample (check_senders says why)
@@ -299,7 +300,7 @@ class HostProcesses:
 
 def _cpu(pid: int) -> float:
     try:
-        return cpu_seconds(pid)
+        return tree_cpu_seconds(pid)
     except (OSError, IndexError, ValueError):
         return math.nan
 

@@ -27,6 +27,38 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid``, of its children that ended (proc(5) stat fields
+    16, 17: the ones it waited for) and of its live descendants: a host process's
+    ``tc -batch`` child (p4cc.hostcc.tcbatch) does the pacer's netlink work, and its
+    CPU would otherwise count nowhere until it ends.  A descendant that ends between
+    two reads may be missed once (its parent has not waited for it yet)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    total = sum(int(f) for f in fields[11:15]) / CLK_TCK
+    for child in _children(pid):
+        try:
+            total += tree_cpu_seconds(child)
+        except (OSError, IndexError, ValueError):
+            continue  # it ended meanwhile
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    """The live children of ``pid`` (``/proc/<pid>/task/<tid>/children``, Linux >= 4.2
+    with CONFIG_PROC_CHILDREN; none where the kernel keeps no such file)."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def _schedstat_seconds(pid: int, field: int) -> float | None:
     """Sum of one schedstat field (ns) over the live threads of ``pid``, in seconds;
     None when no thread has a readable schedstat (a kernel without schedstats)."""
