@@ -109,3 +109,16 @@ def test_a_tc_that_ends_before_the_class_is_replaced_by_netlink(
         p.close()
     assert re.search(r"class htb cc:100 .*ceil 3Mbit", classes), classes
     assert re.search(r"class htb cc:101 .*ceil 2Mbit", classes), classes
+
+
+def test_without_tc_batch_classes_are_made_through_netlink(net: Net) -> None:
+    """``batch_tc=False``: the flow's class is made through pyroute2 (no ack to wait
+    for) at the rate asked for."""
+    p = HtbPacer(PacerConfig(dev=net.va, netns=net.a, batch_tc=False)).start()
+    try:
+        assert not p.stats.batch and p._tc is None
+        assert p.add_flow(30000, 2e6) == 0xCC0100
+        classes = tc_show(net, "class")
+    finally:
+        p.close()
+    assert re.search(r"class htb cc:100 .*ceil 2Mbit", classes), classes
