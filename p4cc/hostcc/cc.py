@@ -25,6 +25,7 @@ import numpy as np
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc import dcqcn, rlcc
+from p4cc.hostcc.dcqcn_one import DcqcnOne
 from p4cc.hostcc.rlcc_names import (  # noqa: F401  (names re-exported)
     DEFAULT_POLICY,
     DEPRECATED_NAMES,
@@ -44,7 +45,6 @@ __all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "DEPRECATED_NAMES", "
            "policy_by_name", "policy_name", "register_host_cc", "userspace_cc_names"]
 
 _SET_LOCK = threading.Lock()  # hands run-time parameters to DcqcnControllers
-_ONE = np.zeros(1, dtype=np.int64)  # the flow index of an N=1 pool
 _TRUE = np.ones(1, dtype=np.bool_)
 
 
@@ -69,13 +69,14 @@ class RateController(Protocol):
 
 
 class DcqcnController:
-    """DCQCN reaction point for one flow (a :class:`dcqcn.DcqcnFlows` of one).  RTT
-    samples and NACKs do not change DCQCN (counted in the trace)."""
+    """DCQCN reaction point for one flow (:class:`p4cc.hostcc.dcqcn_one.DcqcnOne`: the
+    vectorized core's steps on scalars, bit-identical to a :class:`dcqcn.DcqcnFlows` of
+    one).  RTT samples and NACKs do not change DCQCN (counted in the trace)."""
 
     def __init__(self, params: dcqcn.DcqcnParams, t0: float = 0.0) -> None:
         self.params = params
         self.name = f"dcqcn:{params.name}"
-        self.flows = dcqcn.DcqcnFlows(params, 1, t0)
+        self.flows = DcqcnOne(params, t0)
         self.now = t0
         self.cnps = 0
         self.nacks = 0
@@ -105,23 +106,23 @@ class DcqcnController:
 
     def on_cnp(self, t: float) -> None:
         self.cnps += 1
-        self.flows.on_cnp(self._t(t), _ONE)
+        self.flows.on_cnp(self._t(t))
 
     def on_rtt_sample(self, t: float, rtt_s: float, max_qdepth_pkts: int | None = None) -> None:
         self.flows.rate(self._t(t))
 
     def on_bytes_sent(self, t: float, nbytes: int) -> None:
-        self.flows.on_bytes_sent(self._t(t), np.array([float(nbytes)]))
+        self.flows.on_bytes_sent(self._t(t), float(nbytes))
 
     def on_nack(self, t: float) -> None:
         self.nacks += 1
 
     def rate_bps(self, t: float) -> float:
-        return float(self.flows.rate(self._t(t))[0])
+        return self.flows.rate(self._t(t))
 
     def trace(self, t: float) -> dict[str, float]:
         t = self._t(t)
-        row = dcqcn.trace_row(self.flows.state_at(t))
+        row = self.flows.trace_row_at(t)
         row.update(cnps=float(self.cnps), nacks=float(self.nacks))
         return row
 

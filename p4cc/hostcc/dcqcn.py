@@ -72,7 +72,13 @@ from p4cc.hostcc.dcqcn_core import (
     lazy_cnp,
     materialize,
 )
-from p4cc.hostcc.dcqcn_params import DCQCN_PARAM_SETS, DcqcnParams, dcqcn_params, to_ns
+from p4cc.hostcc.dcqcn_params import (
+    DCQCN_PARAM_SETS,
+    DcqcnParams,
+    check_run_time_change,
+    dcqcn_params,
+    to_ns,
+)
 
 __all__ = ["DCQCN_PARAM_SETS", "NEVER", "DcqcnFlows", "DcqcnParams", "DcqcnState", "advance",
            "dcqcn_params", "init_state", "on_bytes_sent", "on_cnp", "select", "to_ns",
@@ -259,12 +265,7 @@ class DcqcnFlows:
         between two timer events).  The line rate and whether decreases are checked
         periodically (``decrease_period_s`` None or not) cannot change: ConfigError."""
         old = self.params
-        if params.line_rate_bps != old.line_rate_bps:
-            raise ConfigError(f"DCQCN parameter line_rate_bps cannot change at run time "
-                              f"({old.line_rate_bps} -> {params.line_rate_bps})")
-        if (params.decrease_period_s is None) != (old.decrease_period_s is None):
-            raise ConfigError("DCQCN parameter decrease_period_s cannot switch between None "
-                              "(cut on each CNP) and a period at run time")
+        check_run_time_change(old, params)
         materialize(self._w, old)
         self.params = params
         fresh = init_state(1, params, 0.0)

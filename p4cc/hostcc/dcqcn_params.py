@@ -18,6 +18,17 @@ def to_ns(t_s: float) -> int:
     return round(float(t_s) * 1e9)
 
 
+def check_run_time_change(old: DcqcnParams, new: DcqcnParams) -> None:
+    """What a running flow's parameters may not change (CHAMELEON's run-time tuning): the
+    line rate, and whether decreases are checked periodically.  ConfigError otherwise."""
+    if new.line_rate_bps != old.line_rate_bps:
+        raise ConfigError(f"DCQCN parameter line_rate_bps cannot change at run time "
+                          f"({old.line_rate_bps} -> {new.line_rate_bps})")
+    if (new.decrease_period_s is None) != (old.decrease_period_s is None):
+        raise ConfigError("DCQCN parameter decrease_period_s cannot switch between None "
+                          "(cut on each CNP) and a period at run time")
+
+
 @dataclass(frozen=True)
 class DcqcnParams:
     """DCQCN RP parameters, shared by all flows of one call (SI units)."""
