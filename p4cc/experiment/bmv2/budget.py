@@ -108,8 +108,8 @@ HOST_RATE_CHANGE_US = 1244.0
 HOST_SEND_US_PER_FLOW = 2228.0
 HOST_RECV_US_PER_FLOW = 132.0
 #: bumped when the hosts' code changes what calibrate_hosts measures, so that a cached
-#: calibration is measured again (2: session 38's pacer, classes through tc)
-HOST_CODE_REVISION = 2
+#: calibration is measured again (2: session 38's pacer; 3: its scalar DCQCN flow)
+HOST_CODE_REVISION = 3
 #: INT on the switch, beyond a packet without it (the calibration's switch_us_per_pkt
 #: forwards packets without INT): ``p4cc bench intcost --reps 3 --seconds 2``
 #: (simple_switch_grpc's own CPU per forwarded 1000-B packet, one switch that is source
