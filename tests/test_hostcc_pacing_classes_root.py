@@ -31,15 +31,9 @@ TC = shutil.which("tc") or "tc"
 
 @pytest.fixture(name="net")
 def fresh_net() -> Iterator[Net]:
-    """The sender/receiver namespace pair of test_hostcc_pacing_root, removed after."""
-    n = Net()
-    n.down()
-    n.up()
-    try:
+    """The sender/receiver namespace pair of test_hostcc_pacing_root."""
+    with Net.fresh() as n:
         yield n
-        assert "htb" not in n.qdiscs(), "HTB qdisc left behind"
-    finally:
-        n.down()
 
 
 def tc_show(net: Net, *what: str) -> str:

@@ -7,6 +7,7 @@ Namespaces ``p4cch-<pid>a`` / ``p4cch-<pid>b`` with veth ``p4cch<pid>a``/``...b`
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -67,17 +68,24 @@ class Net:
         return subprocess.run(["ip", "netns", "exec", self.a, "tc", "qdisc", "show", "dev",
                                self.va], capture_output=True, text=True).stdout
 
+    @classmethod
+    @contextlib.contextmanager
+    def fresh(cls) -> Iterator[Net]:
+        """A new pair, checked for a left-over HTB qdisc and removed after."""
+        n = cls()
+        n.down()
+        n.up()
+        try:
+            yield n
+            assert "htb" not in n.qdiscs(), "HTB qdisc left behind"
+        finally:
+            n.down()
+
 
 @pytest.fixture
 def net() -> Iterator[Net]:
-    n = Net()
-    n.down()
-    n.up()
-    try:
+    with Net.fresh() as n:
         yield n
-        assert "htb" not in n.qdiscs(), "HTB qdisc left behind"
-    finally:
-        n.down()
 
 
 def in_netns(ns: str, fn: Callable[[], T]) -> T:
