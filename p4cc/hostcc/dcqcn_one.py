@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from p4cc.errors import ConfigError
-from p4cc.hostcc.dcqcn_core import NEVER, RECOVERED_RTOL, DcqcnState, init_state
+from p4cc.hostcc.dcqcn_core import ARRAYS, NEVER, RECOVERED_RTOL, DcqcnState, init_state
 from p4cc.hostcc.dcqcn_params import DcqcnParams, check_run_time_change, to_ns
 
 _NEVER = int(NEVER)
@@ -89,15 +89,8 @@ class DcqcnOne:
 
     def state_at(self, t: float) -> DcqcnState:
         """The state advanced to ``t`` with the lazy events applied (a copy)."""
-        w = self._at(t)
-        return DcqcnState(
-            t_ns=w.t_ns, rc=np.array([w.rc]), rt=np.array([w.rt]),
-            alpha=np.array([w.alpha]), line=np.array([w.line]),
-            active=np.array([w.active]), alpha_cnp=np.array([w.alpha_cnp]),
-            dec_cnp=np.array([w.dec_cnp]), next_alpha=np.array([w.next_alpha]),
-            next_dec=np.array([w.next_dec]), next_inc=np.array([w.next_inc]),
-            t_stage=np.array([w.t_stage]), b_stage=np.array([w.b_stage]),
-            bytes_acc=np.array([w.bytes_acc]))
+        w = self._at(t)  # (its attributes carry the core's array names)
+        return DcqcnState(t_ns=w.t_ns, **{nm: np.array([getattr(w, nm)]) for nm in ARRAYS})
 
     def trace_row_at(self, t: float) -> dict[str, float]:
         """dcqcn.trace_row(state_at(t)) without building the arrays."""

@@ -79,4 +79,4 @@ class PacerStats:
     errors: int = 0
     last_apply_s: float = 0.0
     max_apply_s: float = 0.0
-    batch: bool = False  # rate changes through ``tc -batch`` (time = handing one over)
+    batch: bool = False  # classes and rate changes through ``tc -batch`` (time = handing one over)
