@@ -1,7 +1,7 @@
 """The machine budget of the bmv2 backend: what this machine's BMv2 and hosts can carry.
 
-A calibration (``p4cc bench calibrate``, run once as root; cached per BMv2 build under
-``~/.cache/p4cc/``) measures, on this machine and build:
+A calibration (``p4cc bench calibrate``, as root; cached in ``~/.cache/p4cc/`` per BMv2
+build and measured code, fingerprint.py) measures, on this machine and build:
 
 * ``switch_us_per_pkt`` and ``switch_idle_cpu``: simple_switch_grpc's own CPU time
   (``/proc/<pid>/stat``) as idle CPU-s/s + marginal µs per packet forwarded by p4cc's
@@ -46,6 +46,7 @@ import pandas as pd
 
 from p4cc.errors import ConfigError
 from p4cc.experiment.bmv2.budget_demand import Demand, demand, switch_path
+from p4cc.experiment.bmv2.fingerprint import measured_code
 from p4cc.topo.spec import TopoSpec
 
 __all__ = ["Calibration", "Demand", "check", "comparison", "cpu", "demand", "describe",
@@ -107,9 +108,6 @@ HOST_RATE_CHANGE_US = 1244.0
 #: flows/s) used 1.5-1.7x the prediction (docs/emulation.md "Machine budget").
 HOST_SEND_US_PER_FLOW = 2228.0
 HOST_RECV_US_PER_FLOW = 132.0
-#: bumped when the hosts' code changes what calibrate_hosts measures, so that a cached
-#: calibration is measured again (2: session 38's pacer; 3: its scalar DCQCN flow)
-HOST_CODE_REVISION = 3
 #: INT on the switch, beyond a packet without it (the calibration's switch_us_per_pkt
 #: forwards packets without INT): ``p4cc bench intcost --reps 3 --seconds 2``
 #: (simple_switch_grpc's own CPU per forwarded 1000-B packet, one switch that is source
@@ -212,7 +210,9 @@ def cache_dir() -> Path:
 
 
 def cache_path(build: str) -> Path:
-    key = hashlib.sha1(f"{build} hosts r{HOST_CODE_REVISION}".encode()).hexdigest()[:12]
+    # the build and the code the calibration measured (fingerprint.py: a change to the
+    # hosts' code or the P4 program re-measures the machine)
+    key = hashlib.sha1(f"{build} code {measured_code()}".encode()).hexdigest()[:12]
     return cache_dir() / f"calibration-{key}.json"
 
 
