@@ -1,7 +1,8 @@
 """How the HTB pacer's flow classes are made and found (root, no BMv2): packets find
 their class by the socket's priority (no filter per flow), probes the control class,
 classes are created through the acknowledged ``tc -batch`` child, and a class tc refuses,
-or a tc that ends before it ran the class's line, is handled (p4cc.hostcc.pacing)."""
+or a tc that ends before it ran the class's line or never answers, is handled
+(p4cc.hostcc.pacing)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 from test_hostcc_pacing_root import Net, start_pair, wait_for
 
 from p4cc.errors import P4ccError
+from p4cc.hostcc import pacing, tcbatch
 from p4cc.hostcc.pacing import HtbPacer, PacerConfig
 
 pytestmark = [
@@ -99,6 +101,37 @@ def test_a_tc_that_ends_before_the_class_is_replaced_by_netlink(
         assert p.add_flow(30001, 2e6) == 0xCC0101
         classes = tc_show(net, "class")
         assert not p.stats.batch
+    finally:
+        p.close()
+    assert re.search(r"class htb cc:100 .*ceil 3Mbit", classes), classes
+    assert re.search(r"class htb cc:101 .*ceil 2Mbit", classes), classes
+
+
+def test_a_tc_that_never_answers_is_killed_and_replaced_by_netlink(
+        net: Net, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``tc`` that stays alive and never runs its input (nor ends at its EOF): after
+    the ack's timeout the flow's class is made through pyroute2 at the asked rate, and
+    the hung child is killed, not left behind."""
+    fake = tmp_path / "tc"
+    # as `tc -batch` it hangs; any other use (the test's own `tc qdisc show`) is tc's
+    fake.write_text(f"#!{sys.executable}\nimport os, sys, time\n"
+                    "if '-batch' not in sys.argv:\n"
+                    f"    os.execv({TC!r}, [{TC!r}, *sys.argv[1:]])\n"
+                    "sys.stdin.readline()\ntime.sleep(600)\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    # the ack is given up after CALL_TIMEOUT_S; killing tc then takes CLOSE_TIMEOUT_S
+    monkeypatch.setattr(pacing, "CALL_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(tcbatch, "CLOSE_TIMEOUT_S", 1.0)
+    p = HtbPacer(PacerConfig(dev=net.va, netns=net.a)).start()
+    try:
+        assert p.stats.batch and p._tc is not None
+        child = p._tc._proc
+        assert p.add_flow(30000, 3e6) == 0xCC0100
+        assert not p.stats.batch
+        assert child.poll() is not None  # killed and reaped
+        assert p.add_flow(30001, 2e6) == 0xCC0101  # later classes: pyroute2 at once
+        classes = tc_show(net, "class")
     finally:
         p.close()
     assert re.search(r"class htb cc:100 .*ceil 3Mbit", classes), classes
