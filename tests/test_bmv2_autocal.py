@@ -141,6 +141,7 @@ def test_doctor_reports_the_calibration(machine: list[int],
     monkeypatch.setattr(autocal.shutil, "which", lambda name: "/usr/local/bin/" + name)
     missing = autocal.doctor_check()
     assert missing is not None and not missing.ok and "first bmv2 run" in missing.fix
+    assert f"code {autocal.measured_code()}" in missing.detail  # which code it keys
     budget.save(measured())
     ok = autocal.doctor_check()
     assert ok is not None and ok.ok and "95 µs/packet" in ok.detail

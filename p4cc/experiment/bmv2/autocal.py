@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from p4cc.errors import P4ccError
 from p4cc.experiment.bmv2 import budget
+from p4cc.experiment.bmv2.fingerprint import measured_code
 from p4cc.experiment.doctor import Check
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def ensure_calibrated() -> budget.Calibration:
 
 
 def doctor_check() -> Check | None:
-    """``p4cc doctor``'s line on the calibration of the installed BMv2 build (None
+    """``p4cc doctor``'s line on the calibration of the installed BMv2 build and code (None
     without BMv2); informational: a bmv2 run measures it first when none is cached."""
     if shutil.which("simple_switch_grpc") is None:
         return None
@@ -98,6 +99,8 @@ def doctor_check() -> Check | None:
     name = "machine budget calibration"
     if cal.calibrated:
         return Check(name, True, budget.summary(cal), "", "budget")
-    return Check(name, False, "none cached for this BMv2 build",
+    return Check(name, False, "none cached for this BMv2 build and code "
+                 f"(code {measured_code()}: a change to the hosts or the program "
+                 "measures the machine again)",
                  "the first bmv2 run measures it (~1 min) and caches it; or now: "
                  "`sudo p4cc bench calibrate`", "budget")
