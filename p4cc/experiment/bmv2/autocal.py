@@ -76,9 +76,10 @@ def ensure_calibrated() -> budget.Calibration:
         cal = budget.load(build)  # that process may have cached it meanwhile
         if cal.calibrated:
             return cal
-        log.warning("no machine-budget calibration is cached for this BMv2 build (%s); "
+        log.warning("no machine-budget calibration is cached for this BMv2 build (%s) "
+                    "and code (%s: the hosts' code and the P4 program it measures); "
                     "measuring this machine once (~1 min, `p4cc bench calibrate`), "
-                    "then caching it in %s", build, budget.cache_path(build))
+                    "then caching it in %s", build, measured_code(), budget.cache_path(build))
         try:
             cal = _calibrator()
         except Exception as exc:  # a dead switch, a missing program, a gRPC error...
