@@ -77,7 +77,7 @@ def test_a_file_that_does_not_parse_is_hashed_by_its_bytes(tmp_path: Path) -> No
 
 
 def test_every_measured_pattern_names_installed_files() -> None:
-    pkg = Path(fingerprint.__file__).resolve().parents[2]
+    pkg = fingerprint.PACKAGE_DIR
     for pattern in fingerprint.MEASURED:
         assert list(pkg.glob(pattern)), f"{pattern} matches nothing under {pkg}"
     assert len(fingerprint.measured_code()) == 12

@@ -21,13 +21,15 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parents[2]  # the p4cc package directory
+from p4cc.paths import PACKAGE_DIR
 
 #: the code a calibration measures, relative to the p4cc package: the hosts' processes
-#: (every module of p4cc.hostcc and the wrapper that starts them), the CPU accounting,
-#: the calibration rigs, and the P4 program the switch part forwards with
+#: (every module of p4cc.hostcc, its shipped RL-CC policies, and the wrapper that starts
+#: them), the CPU accounting, the calibration rigs, and the P4 program the switch part
+#: forwards with
 MEASURED: tuple[str, ...] = (
     "hostcc/*.py",
+    "hostcc/data/*",
     "experiment/bmv2/hosts.py",
     "experiment/bmv2/procmon.py",
     "bench/calibrate.py",
@@ -81,4 +83,4 @@ def fingerprint(root: Path, patterns: Iterable[str]) -> str:
 def measured_code() -> str:
     """The fingerprint of this installation's MEASURED code (computed once per
     process)."""
-    return fingerprint(_PKG, MEASURED)
+    return fingerprint(PACKAGE_DIR, MEASURED)
