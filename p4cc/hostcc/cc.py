@@ -1,8 +1,9 @@
 """Single-flow rate controllers for the host sender, and the registry of host CC kinds.
 
-The controllers are N=1 wrappers over the vectorized rules the simulator runs too (no
-separate logic): DCQCN through :class:`p4cc.hostcc.dcqcn.DcqcnFlows`, RL-CC through
-:class:`p4cc.hostcc.rlcc_rule.RlccRule`.  Host CC kinds (``dcqcn``, ``rlcc``, ``fixed``,
+The controllers run the rules the simulator runs: DCQCN through
+:class:`p4cc.hostcc.dcqcn_one.DcqcnOne` (the vectorized core's steps on scalars, held
+bit-identical to :class:`p4cc.hostcc.dcqcn.DcqcnFlows` at N = 1 by tests), RL-CC through
+an N=1 :class:`p4cc.hostcc.rlcc_rule.RlccRule`.  Host CC kinds (``dcqcn``, ``rlcc``, ``fixed``,
 ``tcp``) are picked by name from :data:`HOST_CC_KINDS` (:func:`make_controller`); the
 policy of ``rlcc:<name>`` by :func:`p4cc.hostcc.rlcc_names.policy_by_name` (its names
 are re-exported here).
@@ -89,7 +90,7 @@ class DcqcnController:
 
     def set_params(self, params: dcqcn.DcqcnParams) -> None:
         """New parameters from another thread (the CHAMELEON monitor): taken over by the
-        core (:meth:`dcqcn.DcqcnFlows.set_params`) at the sender's next call."""
+        flow (:meth:`DcqcnOne.set_params`) at the sender's next call."""
         with _SET_LOCK:
             self._pending = params
 
