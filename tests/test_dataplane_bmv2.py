@@ -180,6 +180,37 @@ def test_ecn_marks_by_queue_depth(rig: Rig) -> None:
     assert max(rig.thrift.register_read_all("q_enq_max")[2:3]) >= kmax
 
 
+
+def test_empty_queue_is_never_marked(rig: Rig) -> None:
+    """A packet that finds its queue empty skips the RED lookup (p4src ecn.p4): with
+    Kmin = Kmax = 0, which marks every packet that takes the lookup, packets sent one
+    at a time stay ECT(0) and packets that find a queue are all CE."""
+    rig.p4rt.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+                          {"kmin": 0, "kmax": 0, "pmax": 65535})
+    try:
+        drain(rig.rx)
+        alone = []
+        for i in range(5):  # one at a time: each is forwarded before the next arrives
+            rig.tx.send(_frame(6002, seq=i))
+            alone += receive(rig.rx, 1, timeout_s=10, accept=_ipv4_udp)
+        rig.thrift.set_queue_depth(500, 2)
+        rig.thrift.set_queue_rate(100, 2)  # pps: the burst below queues up
+        try:
+            n = 20
+            for i in range(n):
+                rig.tx.send(_frame(6002, seq=100 + i))
+            burst = receive(rig.rx, n, timeout_s=20, accept=_ipv4_udp)
+        finally:
+            rig.thrift.set_queue_rate(1_000_000, 2)
+    finally:
+        rig.p4rt.delete_entry("ecn_config", {"egress_port": 2, "qid": 0})
+    assert len(alone) == 5 and len(burst) == n
+    assert [Ether(f)[IP].tos & 3 for f in alone] == [2] * 5
+    ecn = {int.from_bytes(bytes(Ether(f)[Raw])[:4], "big") - 100: Ether(f)[IP].tos & 3
+           for f in burst}
+    # the burst's first packet may find the queue empty; every later one finds a queue
+    assert [ecn[i] for i in range(1, n)] == [3] * (n - 1)
+
 def test_queue_unused_pins_empty(rig: Rig) -> None:
     """Nothing but INT reports reaches the controller."""
     pins: queue.Queue[Any] = rig.p4rt.packet_ins()
