@@ -27,6 +27,7 @@ COMMAND_MODULES = (
 #: argv and yields one dict per case, printed as one JSON object per line.
 BENCHMARKS = {
     "dataplane": "p4cc.bench.dataplane:run",
+    "dataplane_ir": "p4cc.bench.dataplane_ir:run",
     "intcost": "p4cc.bench.intcost:run",
     "controlloop": "p4cc.bench.controlloop:run",
     "hostcc": "p4cc.bench.hostcc:run",

@@ -156,7 +156,7 @@ def test_int_source_and_sink_on_one_switch(rig: Rig) -> None:
 
 def test_ecn_marks_by_queue_depth(rig: Rig) -> None:
     kmin = kmax = 10
-    rig.p4rt.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+    rig.p4rt.insert_entry("ecn_config", {"egress_port": 2}, "set_ecn",
                           {"kmin": kmin, "kmax": kmax, "pmax": 65535})
     rig.thrift.set_queue_depth(500, 2)
     rig.thrift.set_queue_rate(100, 2)  # pps: the burst below queues up
@@ -168,7 +168,7 @@ def test_ecn_marks_by_queue_depth(rig: Rig) -> None:
         frames = receive(rig.rx, n, timeout_s=20, accept=_ipv4_udp)
     finally:
         rig.thrift.set_queue_rate(1_000_000, 2)
-        rig.p4rt.delete_entry("ecn_config", {"egress_port": 2, "qid": 0})
+        rig.p4rt.delete_entry("ecn_config", {"egress_port": 2})
     assert len(frames) == n
     ecn = {int.from_bytes(bytes(Ether(f)[Raw])[:4], "big"): Ether(f)[IP].tos & 3
            for f in frames}
@@ -185,7 +185,7 @@ def test_empty_queue_is_never_marked(rig: Rig) -> None:
     """A packet that finds its queue empty skips the RED lookup (p4src ecn.p4): with
     Kmin = Kmax = 0, which marks every packet that takes the lookup, packets sent one
     at a time stay ECT(0) and packets that find a queue are all CE."""
-    rig.p4rt.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+    rig.p4rt.insert_entry("ecn_config", {"egress_port": 2}, "set_ecn",
                           {"kmin": 0, "kmax": 0, "pmax": 65535})
     try:
         drain(rig.rx)
@@ -203,7 +203,7 @@ def test_empty_queue_is_never_marked(rig: Rig) -> None:
         finally:
             rig.thrift.set_queue_rate(1_000_000, 2)
     finally:
-        rig.p4rt.delete_entry("ecn_config", {"egress_port": 2, "qid": 0})
+        rig.p4rt.delete_entry("ecn_config", {"egress_port": 2})
     assert len(alone) == 5 and len(burst) == n
     assert [Ether(f)[IP].tos & 3 for f in alone] == [2] * 5
     ecn = {int.from_bytes(bytes(Ether(f)[Raw])[:4], "big") - 100: Ether(f)[IP].tos & 3

@@ -65,12 +65,12 @@ def rig() -> Iterator[Rig]:
 
 def _ecn_entry(rig: Rig, cfg: EcnConfig, verb: str = "insert") -> None:
     fn = rig.p4rt.insert_entry if verb == "insert" else rig.p4rt.modify_entry
-    fn("ecn_config", {"egress_port": PORT, "qid": 0}, "set_ecn",
+    fn("ecn_config", {"egress_port": PORT}, "set_ecn",
        {"kmin": cfg.kmin_pkts(PKT), "kmax": cfg.kmax_pkts(PKT), "pmax": cfg.pmax_scaled})
 
 
 def _ecn_delete(rig: Rig) -> None:
-    rig.p4rt.delete_entry("ecn_config", {"egress_port": PORT, "qid": 0})
+    rig.p4rt.delete_entry("ecn_config", {"egress_port": PORT})
 
 
 def _send_paced(rig: Rig, frames: Sequence[bytes], pps: float) -> None:

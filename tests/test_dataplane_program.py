@@ -60,8 +60,7 @@ def _names(block: str) -> list[str]:
         ("switch_config", [], 1),
         ("int_watchlist", [("hdr.ipv4.src_addr", "TERNARY"), ("hdr.ipv4.dst_addr", "TERNARY"),
                            ("hdr.ipv4.protocol", "TERNARY"), ("meta.l4_dport", "TERNARY")], 64),
-        ("ecn_config", [("standard_metadata.egress_port", "EXACT"),
-                        ("standard_metadata.qid", "EXACT")], 512),
+        ("ecn_config", [("standard_metadata.egress_port", "EXACT")], 64),
         ("int_sink", [("standard_metadata.egress_port", "EXACT")], 64),
     ],
 )

@@ -207,7 +207,7 @@ def test_ecmp_member_is_the_crc16_of_the_5tuple(socks: dict[int, socket.socket])
 
 
 def test_ecn_step_marking_and_registers(sw: Switch, socks: dict[int, socket.socket]) -> None:
-    sw.cli(f"table_add {E}ecn_config {E}set_ecn 2 0 => 10 10 65535",
+    sw.cli(f"table_add {E}ecn_config {E}set_ecn 2 => 10 10 65535",
            "set_queue_depth 500 2", "set_queue_rate 100 2")
     try:
         n = 60

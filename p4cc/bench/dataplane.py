@@ -171,7 +171,7 @@ class Rig:
             # without INT watches (the INT source lookup off, as SwitchControl leaves it)
             self.p4rt.set_default_action("switch_config", SWITCH_CONFIG_NO_WATCH,
                                          {"switch_id": 1, "elephant_bytes": 100_000})
-            self.p4rt.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+            self.p4rt.insert_entry("ecn_config", {"egress_port": 2}, "set_ecn",
                                    {"kmin": 20, "kmax": 200, "pmax": 6554})
             self.p4rt.insert_entry("int_sink", {"egress_port": 2}, "int_sink_port")
         self.settle()

@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 #: PET §4 ("elephant flows ... larger than 1 MB"): the paper's elephant size.
 PAPER_ELEPHANT_BYTES = 1_000_000
-#: ecn_config is keyed by (egress_port, qid); p4cc uses one queue per port.
-QID = 0
 #: int_watchlist actions (p4src/include/int_source.p4): INT with a report to the
 #: control plane at the sink, or the summary for the receiver only.
 INT_WATCH_REPORT = "int_source"
@@ -256,7 +254,7 @@ class SwitchControl:
 
     def ecn_update(self, port: int, cfg: EcnConfig | None) -> Any:
         c = self.p4rt
-        match = {"egress_port": port, "qid": QID}
+        match = {"egress_port": port}
         if cfg is None:
             return c.update("DELETE", "table_entry", c.table_entry("ecn_config", match, None))
         pkt = self.scale.pkt_bytes

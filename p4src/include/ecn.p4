@@ -47,16 +47,21 @@ control Ecn(inout headers_t hdr,
         hdr.ipv4.ecn = mark ? ECN_CE : hdr.ipv4.ecn;
     }
 
+    /* One entry per egress port, keyed by meta.port_idx (set_nhop): the egress port for
+     * data packets, the unused index 0 for control packets (their own priority queue,
+     * never ECT) and ports above MAX_PORT_INDEX.  So the port's data queue is the only
+     * queue an entry applies to, as the (egress_port, qid) key before session 40 said
+     * with a second field.  One key field, because BMv2 with logging macros formats
+     * the key of every lookup and the key and data of every hit (4 % of the program's
+     * instructions per packet for the second field; docs/dataplane.md).  The
+     * control-plane name stays standard_metadata.egress_port. */
     table ecn_config {
         key = {
-            standard_metadata.egress_port: exact;
-            /* Control-plane name as in docs/architecture.md although the field lives
-             * in user metadata (see metadata_t.qid). */
-            meta.qid:             exact @name("standard_metadata.qid");
+            meta.port_idx: exact @name("standard_metadata.egress_port");
         }
         actions = { set_ecn; NoAction; }
         default_action = NoAction();     // no entry: no marking
-        size = 512;
+        size = MAX_PORTS;
     }
 
     /* Both counters in one action, no condition (one pipeline step).  Index
@@ -69,7 +74,7 @@ control Ecn(inout headers_t hdr,
     }
 
     apply {
-        /* meta.qid was set by ingress (set_nhop), see metadata_t.qid.
+        /* meta.port_idx was set by ingress (set_nhop).
          * A packet that finds its queue empty (q = 0) skips the lookup: with Kmin >= 1
          * packet, which is all p4cc's control plane writes (EcnConfig.kmin_pkts), RED
          * never marks it, and on BMv2 with logging macros the lookup of a hit entry is

@@ -67,9 +67,8 @@ control Forwarding(inout headers_t hdr,
      * port MAC), TTL decrement (the IPv4 checksum is recomputed in the deparser). */
     /* Also counts port_offered (index meta.port_idx = port; ports above MAX_PORT_INDEX
      * and control packets go to the unused index 0, so no extra condition is needed),
-     * picks the egress priority
-     * queue (DSCP_CONTROL above) and copies it into meta.qid (see metadata_t.qid): one
-     * action instead of four pipeline steps. */
+     * and picks the egress priority queue (DSCP_CONTROL above): one action instead of
+     * four pipeline steps. */
     action set_nhop(port_t port, mac_t dmac, mac_t smac) {
         standard_metadata.egress_spec = port;
         hdr.ethernet.dst_addr = dmac;
@@ -80,7 +79,6 @@ control Forwarding(inout headers_t hdr,
         port_offered.count(meta.port_idx);
         standard_metadata.priority = (hdr.ipv4.dscp == DSCP_CONTROL) ? PRIORITY_CONTROL
                                                                       : PRIORITY_DATA;
-        meta.qid = (bit<5>)standard_metadata.priority;
     }
 
     action set_ecmp(bit<16> group, bit<16> size) {

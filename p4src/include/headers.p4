@@ -228,21 +228,19 @@ struct metadata_t {
     bit<1>      int_source;
     bit<8>      int_max_hops;
     bit<1>      int_no_report;   // int_source_summary: copied into int_md.no_report
-    /* Egress queue id, the second key of ecn_config.  v1model's standard_metadata_t
-     * has no qid, and p4c (1.2.4) emits @alias only for standard_metadata, so BMv2's
-     * queueing_metadata.qid is not reachable.  Ingress set_nhop (the last action on the
-     * forwarding path) copies intrinsic_metadata.priority here instead: the priority
-     * queue the packet is enqueued in; 0 (the only queue) unless BMv2 runs with
-     * --priority-queues and ingress sets a priority, which p4cc does not. */
-    bit<5>      qid;
-    /* Index of the egress port in the per-port counters/registers, set once by
-     * set_nhop: the port, or the unused index 0 for ports above MAX_PORT_INDEX.  A
+    /* Index of the egress port in the per-port counters/registers and the key of
+     * ecn_config, set once by set_nhop: the port, or the unused index 0 for control
+     * packets (DSCP_CONTROL) and ports above MAX_PORT_INDEX.  (Every metadata field is
+     * reset for every packet on BMv2, so unused ones cost: no qid copy any more.)  A
      * metadata field, not a local: p4c copy-propagates locals into every use, so each
      * register access would recompute it in an extra primitive. */
     bit<32>     port_idx;
-    /* Bitmap word indices of the -DP4CC_READ_RESET telemetry build (telemetry.p4). */
+#ifdef P4CC_READ_RESET
+    /* Bitmap word indices of the -DP4CC_READ_RESET telemetry build (telemetry.p4);
+     * absent from the epoch build, which would reset them for every packet unused. */
     bit<32>     tel_si;
     bit<32>     tel_fi;
+#endif
     /* INT parse bookkeeping */
     bit<8>      int_hops_left;
     /* Preserved for the INT report clone. */
