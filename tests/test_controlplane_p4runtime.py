@@ -124,9 +124,9 @@ def test_arbitration_backup_is_refused(server: FakeP4RuntimeServer,
 
 
 def test_insert_modify_delete(server: FakeP4RuntimeServer, client: P4RuntimeClient) -> None:
-    client.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+    client.insert_entry("ecn_config", {"egress_port": 2}, "set_ecn",
                         {"kmin": 5, "kmax": 20, "pmax": 655})
-    client.modify_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn",
+    client.modify_entry("ecn_config", {"egress_port": 2}, "set_ecn",
                         {"kmin": 6, "kmax": 20, "pmax": 655})
     (entry,) = server.table_entries("ecn_config")
     assert entry.action.action.params[0].value == b"\x06"
@@ -139,7 +139,7 @@ def test_insert_modify_delete(server: FakeP4RuntimeServer, client: P4RuntimeClie
                                           "protocol": (17, 0xFF)}, "int_source",
                         {"max_hops": 8}, priority=10)
     assert len(server.table_entries("int_watchlist")[0].match) == 2
-    client.delete_entry("ecn_config", {"egress_port": 2, "qid": 0})
+    client.delete_entry("ecn_config", {"egress_port": 2})
     assert server.table_entries("ecn_config") == []
     client.set_default_action("switch_config", "set_switch_config",
                               {"switch_id": 1, "elephant_bytes": 400})
@@ -164,8 +164,13 @@ def test_duplicate_insert_carries_per_update_errors(client: P4RuntimeClient) -> 
 
 
 def test_bad_entries_rejected_locally(client: P4RuntimeClient) -> None:
+    with pytest.raises(ConfigError, match=r"needs key fields \['meta.ecmp_index'\]"):
+        client.insert_entry("ecmp_nhop", {"ecmp_group": 1}, "set_nhop",
+                            {"port": 1, "dmac": "00:00:0a:00:01:01", "smac": "00:aa:00:01:00:01"})
+    with pytest.raises(ConfigError, match="needs key fields"):
+        client.delete_entry("ecmp_nhop", {"ecmp_index": 0})
     with pytest.raises(ConfigError, match="needs parameters"):
-        client.insert_entry("ecn_config", {"egress_port": 2, "qid": 0}, "set_ecn", {"kmin": 1})
+        client.insert_entry("ecn_config", {"egress_port": 2}, "set_ecn", {"kmin": 1})
     with pytest.raises(ConfigError, match="does not fit"):
         client.insert_entry("int_sink", {"egress_port": 600}, "int_sink_port")
     with pytest.raises(ConfigError, match="LPM match takes"):

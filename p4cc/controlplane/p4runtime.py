@@ -232,11 +232,20 @@ class P4RuntimeClient:
         info = self._info()
         t = info.table(table)
         entry = p4runtime_pb2.TableEntry(table_id=t.preamble.id, priority=priority)
+        given = set()
         for key, value in match.items():
             mf = info.match_field(table, key)
+            given.add(mf.name)
             fm = _field_match(mf, value, f"{t.preamble.name} {mf.name}")
             if fm is not None:
                 entry.match.append(fm)
+        exact = p4info_pb2.MatchField.MatchType.EXACT
+        missing = [mf.name for mf in t.match_fields
+                   if mf.match_type == exact and mf.name not in given]
+        if match and missing:
+            # an entry names all of its table's exact fields (P4Runtime has no wildcard
+            # for them); only a default entry (empty match) names none
+            raise ConfigError(f"table {t.preamble.name} needs key fields {missing}")
         if action is not None:
             info.check_action_of(table, action)
             entry.action.action.CopyFrom(self.action(action, params or {}))
