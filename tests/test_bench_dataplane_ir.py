@@ -53,7 +53,7 @@ def test_dump_label() -> None:
 
 
 @pytest.mark.parametrize("argv", [["--pps", "0"], ["--seconds", "-1"], ["--burst", "1"],
-                                  ["--queue-pps", "0"]])
+                                  ["--burst-pps", "0"], ["--queue-pps", "0"]])
 def test_bad_arguments_are_refused(argv: list[str]) -> None:
     with pytest.raises(P4ccError, match="must be"):
         list(ir.run(argv))

@@ -180,7 +180,6 @@ def test_ecn_marks_by_queue_depth(rig: Rig) -> None:
     assert max(rig.thrift.register_read_all("q_enq_max")[2:3]) >= kmax
 
 
-
 def test_empty_queue_is_never_marked(rig: Rig) -> None:
     """A packet that finds its queue empty skips the RED lookup (p4src ecn.p4): with
     Kmin = Kmax = 0, which marks every packet that takes the lookup, packets sent one

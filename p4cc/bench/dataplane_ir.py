@@ -18,8 +18,8 @@ offered and delivered, counting is switched off and the counts are dumped:
 
 * ``paced``: ``--pps`` frames/s for ``--seconds``; the switch forwards each frame before
   the next arrives, so every frame finds its queue empty;
-* ``queued``: ``--burst`` frames at 150 frames/s into port 2 slowed to ``--queue-pps``
-  (over Thrift), so the queue grows and every frame but the first finds one (p4cc's
+* ``queued``: ``--burst`` frames at ``--burst-pps`` into port 2 slowed to
+  ``--queue-pps`` (over Thrift), so the queue grows and every frame but the first finds one (p4cc's
   RED lookup runs for it).
 
 Per case ``ir_per_pkt`` (instructions / frames delivered) and
@@ -101,7 +101,8 @@ def _ctl(*args: str) -> None:
 
 
 class CallgrindSwitch:
-    """A bench switch (dp.make_switch) whose command runs under callgrind, counting off."""
+    """A bench switch (a Bmv2Process, as dp.make_switch's) whose command runs under
+    callgrind, counting off."""
 
     def __init__(self, name: str, interfaces: dict[int, str], out_dir: Path) -> None:
         from p4cc.topo.bmv2 import Bmv2Process
@@ -236,10 +237,14 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
                         help="length of the paced run")
     parser.add_argument("--burst", type=int, default=IrConfig.burst,
                         help="frames of the queued run")
+    parser.add_argument("--burst-pps", type=float, default=IrConfig.burst_pps,
+                        help="frames/s of the queued run (below what the counted switch "
+                             "takes in, or it drops at its input)")
     parser.add_argument("--queue-pps", type=float, default=IrConfig.queue_pps,
                         help="port 2's service rate in the queued run (packets/s)")
     args = parser.parse_args(list(argv))
-    if args.pps <= 0 or args.seconds <= 0 or args.burst < 2 or args.queue_pps <= 0:
-        raise P4ccError("--pps, --seconds and --queue-pps must be > 0 and --burst >= 2")
+    if min(args.pps, args.seconds, args.burst_pps, args.queue_pps) <= 0 or args.burst < 2:
+        raise P4ccError("--pps, --seconds, --burst-pps and --queue-pps must be > 0 and "
+                        "--burst >= 2")
     yield from cases(IrConfig(pps=args.pps, seconds=args.seconds, burst=args.burst,
-                              queue_pps=args.queue_pps))
+                              burst_pps=args.burst_pps, queue_pps=args.queue_pps))
