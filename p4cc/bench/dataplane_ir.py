@@ -219,7 +219,8 @@ def cases(cfg: IrConfig) -> Iterator[dict[str, Any]]:
     yield {"case": "ir_ratio",
            **{f"{s}_ir_factor": round(per["p4cc", s] / max(per["l3min", s], 1.0), 2)
               for s in SHAPES},
-           "paced_pps": cfg.pps, "burst": cfg.burst, "queue_pps": cfg.queue_pps,
+           "paced_pps": cfg.pps, "burst": cfg.burst, "burst_pps": cfg.burst_pps,
+           "queue_pps": cfg.queue_pps,
            "wall_s": round(time.monotonic() - t0, 1), "host": socket.gethostname(),
            "bmv2_build": dp.bmv2_build_flags(), "valgrind": _valgrind_version()}
 
