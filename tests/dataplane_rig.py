@@ -4,9 +4,11 @@ One ``simple_switch_grpc`` (p4cc/data/p4/p4cc.json) with port 1 on veth ``<prefi
 (host side ``<prefix>1b``, the sender) and port 2 on ``<prefix>2a`` (host side
 ``<prefix>2b``, the receiver).  Pipeline, tables and clone session go over P4Runtime,
 queue rate/depth and registers over Thrift, as in tests/test_dataplane_bmv2.py (whose
-own fixture stays as it is).  Frames are prebuilt once with Scapy and sent from a raw
-AF_PACKET socket; a background thread records every frame delivered on port 2 with its
-arrival time, so a test can send quickly and inspect the INT summary of each packet.
+own fixture stays as it is).  The JSON is pushed as runs push it (``device_config``:
+no source info, p4c's temporaries folded by p4cc.controlplane.bmv2opt).  Frames are
+prebuilt once with Scapy and sent from a raw AF_PACKET socket; a background thread
+records every frame delivered on port 2 with its arrival time, so a test can send
+quickly and inspect the INT summary of each packet.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from p4cc.controlplane.bmv2config import device_config
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.packets.int import DSCP_INT_SUMMARY, parse_summary
 from p4cc.topo.veth import veth_pairs
@@ -246,7 +249,8 @@ def one_switch(prefix: str, switch_id: int, int_dport: int,
                     with contextlib.suppress(OSError):
                         os.sched_setaffinity(int(tid), cpus)
             p4rt.connect()
-            p4rt.set_pipeline(p4info, p4json)
+            # pushed as runs push it: without source info, p4c's temporaries folded
+            p4rt.set_pipeline(p4info, p4json, device_config(p4json))
             thrift.connect()
             p4rt.set_default_action("switch_config", "set_switch_config",
                                     {"switch_id": switch_id, "elephant_bytes": 1 << 30})

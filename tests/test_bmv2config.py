@@ -1,4 +1,5 @@
-"""p4cc.controlplane.bmv2config: the device config pushed without p4c's source info."""
+"""p4cc.controlplane.bmv2config: the device config pushed without p4c's source info and
+with its temporaries folded (p4cc.controlplane.bmv2opt)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from p4cc.controlplane.bmv2config import device_config, strip_source_info
+from p4cc.controlplane.bmv2opt import optimize
 from p4cc.errors import ConfigError
 from p4cc.paths import P4_BUILD_DIR
 
@@ -40,7 +42,9 @@ def test_real_program_keeps_its_pipeline() -> None:
     stripped = json.loads(device_config(REAL))
     assert _count(stripped) == 0
     strip_source_info(full)
-    assert stripped == full  # the same program otherwise
+    stats = optimize(full)
+    assert stats.primitives_removed > 0
+    assert stripped == full  # the same program otherwise, p4c's temporaries folded
     assert device_config(REAL, source_info=True) == REAL.read_bytes()
 
 
@@ -51,3 +55,7 @@ def test_bad_files_are_clear_errors(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(ConfigError, match=r"bad\.json is not valid JSON"):
         device_config(bad)
+    other = tmp_path / "other.json"
+    other.write_text('{"actions": []}')
+    with pytest.raises(ConfigError, match=r"other\.json is not a compiled BMv2 program"):
+        device_config(other)

@@ -23,6 +23,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
 
+from p4cc.controlplane.bmv2config import device_config
 from p4cc.controlplane.p4build import BUILD_DIR
 from p4cc.packets.int import (
     DSCP_INT_SUMMARY,
@@ -86,7 +87,7 @@ def rig() -> Iterator[Rig]:
         tx, rx = raw_socket("p4dp1b"), raw_socket("p4dp2b")
         try:
             p4rt.connect()
-            p4rt.set_pipeline(P4INFO, JSON)
+            p4rt.set_pipeline(P4INFO, JSON, device_config(JSON))  # as runs push it
             thrift.connect()
             p4rt.set_default_action("switch_config", "set_switch_config",
                                     {"switch_id": SWITCH_ID, "elephant_bytes": 3000})
