@@ -88,3 +88,33 @@ def test_short_run_counts_both_programs_and_both_shapes() -> None:
     assert (out["ir_p4cc_queued"]["ir_per_pkt_no_phv_alloc"]
             > out["ir_p4cc_paced"]["ir_per_pkt_no_phv_alloc"])
     assert out["ir_ratio"]["queued_ir_factor"] > 2
+
+
+class _Thrift:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, int]] = []
+
+    def set_queue_depth(self, pkts: int, port: int) -> None:
+        self.calls.append(("depth", pkts, port))
+
+    def set_queue_rate(self, pps: float, port: int) -> None:
+        self.calls.append(("rate", pps, port))
+
+
+class _Rig:
+    def __init__(self, delivered: int) -> None:
+        self.delivered = delivered
+
+    def offer(self, pps: float, seconds: float) -> tuple[int, int, float]:
+        return round(pps * seconds), self.delivered, 0.0
+
+
+def test_queued_batch_must_arrive_whole_and_the_port_is_restored() -> None:
+    cfg = ir.IrConfig(burst=200, burst_pps=150.0, queue_pps=50.0)
+    thrift = _Thrift()
+    assert ir.queued(_Rig(200), thrift, cfg) == 200  # type: ignore[arg-type]
+    assert thrift.calls == [("depth", 400, 2), ("rate", 50.0, 2), ("rate", 1_000_000, 2)]
+    thrift = _Thrift()
+    with pytest.raises(P4ccError, match=r"delivered 187 of 200 frames .*--burst-pps"):
+        ir.queued(_Rig(187), thrift, cfg)  # type: ignore[arg-type]
+    assert thrift.calls[-1] == ("rate", 1_000_000, 2)  # port 2 served at full rate again

@@ -42,7 +42,7 @@ def test_lookup_by_suffix(info: P4Info) -> None:
     assert info.table("ipv4_lpm").preamble.name == "MyIngress.ipv4_lpm"
     assert info.table("MyEgress.ecn_config").preamble.id == 33554437
     assert info.action_param("set_ecn", "kmin").bitwidth == 19
-    assert info.match_field("ecn_config", "egress_port").bitwidth == 9
+    assert info.match_field("ecn_config", "egress_port").bitwidth == 32  # meta.port_idx
     assert info.counter_id("port_tx") == 302000002
     assert info.register("q_enq_max").size == 64
 

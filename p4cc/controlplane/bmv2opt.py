@@ -384,7 +384,12 @@ def _drop_dead_scalars(program: Node) -> int:
 
 
 def optimize(program: Node) -> OptStats:
-    """Rewrite ``program`` (p4c's BMv2 JSON, parsed) in place; what was removed."""
+    """Rewrite ``program`` (p4c's BMv2 JSON, parsed) in place; what was removed.  A
+    document without BMv2's header and action lists is left as it is (BMv2 itself
+    rejects it when it is pushed)."""
+    if not (isinstance(program, dict) and all(
+            isinstance(program.get(k), list) for k in ("header_types", "headers", "actions"))):
+        return OptStats(duplicates=0, inlined=0, fields_removed=0)
     widths = _widths(program)
     calcs = {c["name"]: c for c in program.get("calculations", [])}
     dupes = inlined = 0
