@@ -12,8 +12,9 @@ level (docs/dataplane.md "Session 41").  Turning p4c's LocalCopyPropagation off 
 more than it saves (session 39).  So p4cc rewrites the JSON it pushes, the way it
 already drops ``source_info`` (p4cc.controlplane.bmv2config):
 
-* **duplicates**: ``assign U, E`` after ``assign T, E`` in the same action, with nothing
-  in between writing T or a field E reads, is dropped and U's uses read T;
+* **duplicates**: ``assign U, E`` (U a temporary read only in this action) after ``assign
+  K, E`` in the same action, with nothing in between writing a field E reads and nothing
+  after writing K, is dropped and U's uses read K;
 * **inlining**: a temporary assigned once and read once, later in the same action, in a
   position BMv2 evaluates as a value (``const Data&``: a register index or value, a
   counter index, a hash's base or size, an assignment's source, or inside an
@@ -28,7 +29,7 @@ Only temporaries p4c made (``tmp``, ``tmp_<n>``) are rewritten, only inside one 
 never across a primitive whose effects the passes do not model, and never in an action
 with jumps (conditional execution).  The program's behaviour is unchanged: the live
 test ``tests/test_bmv2opt_live.py`` sends the same packets through both JSONs and
-compares every output and register cell.
+compares every output frame, counter and register cell (but the measured sojourn sums).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ VALUE_PARAMS: dict[str, tuple[int, ...]] = {
     "modify_field_with_hash_based_offset": (1, 3), "modify_field_rng_uniform": (1, 2),
 }
 JUMPS = frozenset({"_jump", "_jump_if_zero"})
-#: expression operators whose result fits a width when ... (see ``_fits``)
+#: for ``_fits``: operators whose result fits w bits when both operands do (a ternary:
+#: both branches), when the left one does, or always (b2d: 0 or 1); ``&`` fits when
+#: either operand does
 _FITS_IF_BOTH = frozenset({"|", "^", "?"})
 _FITS_IF_LEFT = frozenset({">>"})
 _BOOLEAN = frozenset({"b2d"})
