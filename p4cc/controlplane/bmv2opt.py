@@ -180,12 +180,18 @@ def _fits(node: Node, width: int, widths: dict[tuple[str, str], tuple[int, bool]
 
 # ---- the passes ------------------------------------------------------------------------
 
-def _tmp_target(prim: Node) -> str | None:
-    """The temporary an ``assign`` writes, if it writes one."""
+def _scalar_target(prim: Node) -> str | None:
+    """The ``scalars`` field an ``assign`` writes, if it writes one."""
     if prim["op"] != "assign" or not _is_field(prim["parameters"][0], SCALARS):
         return None
     name: str = prim["parameters"][0]["value"][1]
-    return name if TMP_RE.match(name) else None
+    return name
+
+
+def _tmp_target(prim: Node) -> str | None:
+    """The p4c temporary an ``assign`` writes, if it writes one."""
+    name = _scalar_target(prim)
+    return name if name is not None and TMP_RE.match(name) else None
 
 
 def _assignments(program: Node) -> Counter[str]:
@@ -232,14 +238,6 @@ class _Context:
     calcs: dict[str, Node]
     calc_uses: Counter[str]
     widths: dict[tuple[str, str], tuple[int, bool]]
-
-
-def _scalar_target(prim: Node) -> str | None:
-    """The ``scalars`` field an ``assign`` writes, if it writes one."""
-    if prim["op"] != "assign" or not _is_field(prim["parameters"][0], SCALARS):
-        return None
-    name: str = prim["parameters"][0]["value"][1]
-    return name
 
 
 def _kept_after(prims: list[Node], i: int, name: str) -> bool:
