@@ -153,11 +153,14 @@ def parse_delivered(data: bytes, t: float) -> Delivered | None:
 
 @dataclass
 class Receiver:
-    """Background reader of one raw socket; keeps every decoded delivery."""
+    """Background reader of one raw socket; keeps every decoded delivery (and, with
+    ``keep_frames``, the bytes of every IPv4 frame, in arrival order)."""
 
     sock: socket.socket
     got: list[Delivered] = field(default_factory=list)
     other: int = 0  # IPv4/UDP frames without an INT summary
+    keep_frames: bool = False
+    frames: list[bytes] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -178,6 +181,8 @@ class Receiver:
                 continue
             d = parse_delivered(data, t)
             with self._lock:
+                if self.keep_frames and data[12:14] == b"\x08\x00":
+                    self.frames.append(data)
                 if d is not None:
                     self.got.append(d)
                 elif data[12:14] == b"\x08\x00":
@@ -224,13 +229,15 @@ class Rig:
 @contextlib.contextmanager
 def one_switch(prefix: str, switch_id: int, int_dport: int,
                cpus: set[int] | None = None, p4info: Path = P4INFO, p4json: Path = JSON,
-               **bmv2: Any) -> Iterator[Rig]:
+               config: bytes | None = None, **bmv2: Any) -> Iterator[Rig]:
     """Start the switch, route h1<->h2, make port 2 an INT sink and UDP ``int_dport`` an
     INT source.  No clone session is created (tests that want INT reports add session
     100 themselves), so a packet stream does not also load the CPU port.  ``cpus``
     pins every BMv2 thread (bounded CPU next to other jobs); ``bmv2``: more Bmv2Process
     options (e.g. ``log_file``).  ``p4info``/``p4json``: another compiled program with
-    p4cc's tables (lab 1 checks a student's build); default p4cc/data/p4."""
+    p4cc's tables (lab 1 checks a student's build); default p4cc/data/p4.  ``config``:
+    the device config to push instead of ``device_config(p4json)`` (e.g. p4c's JSON as
+    compiled)."""
     from p4cc.controlplane.p4runtime import P4RuntimeClient
     from p4cc.controlplane.thrift import ThriftClient
     from p4cc.topo.bmv2 import Bmv2Process
@@ -250,7 +257,8 @@ def one_switch(prefix: str, switch_id: int, int_dport: int,
                         os.sched_setaffinity(int(tid), cpus)
             p4rt.connect()
             # pushed as runs push it: without source info, p4c's temporaries folded
-            p4rt.set_pipeline(p4info, p4json, device_config(p4json))
+            p4rt.set_pipeline(p4info, p4json,
+                              device_config(p4json) if config is None else config)
             thrift.connect()
             p4rt.set_default_action("switch_config", "set_switch_config",
                                     {"switch_id": switch_id, "elephant_bytes": 1 << 30})

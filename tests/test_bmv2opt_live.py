@@ -1,42 +1,29 @@
 """p4cc.controlplane.bmv2opt on a live simple_switch_grpc: the JSON p4cc pushes (p4c's
 temporaries folded) and p4c's JSON as compiled treat the same packets the same way.
 
-One switch per program, configured alike over P4Runtime: h1/h2 routes, an ECMP group
-of two members on port 2 that differ in their destination MAC (so each frame shows the
-crc16 member it took), and an elephant threshold of 2 kB.  Three epochs are written
-over Thrift, the last one also moving the sketch window; in each, frames of a pool of
-UDP and TCP flows (sources, ports, lengths and a control DSCP drawn from a fixed seed)
-are sent one at a time, each after the previous one has arrived, so every packet finds
-its queue empty and the run is deterministic.  Both runs must deliver byte-identical
-frames in the same order and end with identical telemetry registers (every cell but
-``q_sojourn_sum``, the measured time in the queue) and port counters.  The queue
-statistics under real queues are checked against INT-derived figures by
-tests/test_epoch_live.py, which runs on the pushed (folded) program too.
+One switch per program (tests/dataplane_rig.one_switch: h1/h2 routes), configured alike
+over P4Runtime: an ECMP group of two members on port 2 that differ in their destination
+MAC (so each frame shows the crc16 member it took), and an elephant threshold of 2 kB.
+Three epochs are written over Thrift, the last one also moving the sketch window; in
+each, frames of a pool of UDP and TCP flows (sources, ports, lengths and a control DSCP
+drawn from a fixed seed) are sent one at a time, each after the previous one has
+arrived, so every packet finds its queue empty and the run is deterministic.  Both
+runs must deliver byte-identical frames in the same order and end with identical
+telemetry registers (every cell but ``q_sojourn_sum``, the measured time in the queue)
+and port counters.  The queue statistics under real queues are checked against
+INT-derived figures by tests/test_epoch_live.py, which runs on the pushed (folded)
+program too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from dataplane_rig import (
-    H1_MAC,
-    H2_IP,
-    H2_MAC,
-    JSON,
-    P4INFO,
-    SW_MAC,
-    drain,
-    raw_socket,
-    receive,
-    skip_reason,
-    veths,
-)
+from dataplane_rig import H1_MAC, H2_IP, JSON, SW_MAC, one_switch, poll, skip_reason
 from scapy.layers.inet import IP, TCP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Raw
@@ -87,56 +74,30 @@ def schedule(seed: int = 41) -> list[list[bytes]]:
     return out
 
 
-@contextlib.contextmanager
-def switch(config: bytes) -> Iterator[tuple[object, object]]:
-    from p4cc.controlplane.p4runtime import P4RuntimeClient
-    from p4cc.controlplane.thrift import ThriftClient
-    from p4cc.topo.bmv2 import Bmv2Process
-
-    proc = Bmv2Process(PREFIX, 1, {1: f"{PREFIX}1a", 2: f"{PREFIX}2a"})
-    proc.start()
-    p4rt = P4RuntimeClient(proc.grpc_addr, 1)
-    thrift = ThriftClient(f"127.0.0.1:{proc.thrift_port}", JSON)
-    try:
-        p4rt.connect()
-        p4rt.set_pipeline(P4INFO, JSON, config)
-        thrift.connect()
-        p4rt.set_default_action("switch_config", "set_switch_config_no_watch",
-                                {"switch_id": 7, "elephant_bytes": 2000})
-        p4rt.insert_entry("ipv4_lpm", {"dst_addr": (H2_IP, 32)}, "set_nhop",
-                          {"port": 2, "dmac": H2_MAC, "smac": SW_MAC[2]})
-        p4rt.insert_entry("ipv4_lpm", {"dst_addr": (ECMP_NET, 24)}, "set_ecmp",
-                          {"group": 1, "size": 2})
-        for index, mac in enumerate(MEMBER_MACS):
-            p4rt.insert_entry("ecmp_nhop", {"ecmp_group": 1, "ecmp_index": index},
-                              "set_nhop", {"port": 2, "dmac": mac, "smac": SW_MAC[2]})
-        yield p4rt, thrift
-    finally:
-        p4rt.close()
-        thrift.close()
-        proc.stop()
-
-
 def play(config: bytes, phases: list[list[bytes]]) -> Outcome:
-    frames: list[bytes] = []
-    with veths(PREFIX), switch(config) as (p4rt, thrift):
-        tx, rx = raw_socket(f"{PREFIX}1b"), raw_socket(f"{PREFIX}2b")
-        try:
-            drain(rx)
-            for word, phase in zip(EPOCH_WORDS, phases, strict=True):
-                thrift.register_write("tel_epoch", 0, word)  # type: ignore[attr-defined]
-                for data in phase:
-                    tx.send(data)
-                    got = receive(rx, 1, timeout_s=5.0)
-                    assert len(got) == 1, f"frame {len(frames)} not delivered"
-                    frames.append(got[0])
-            registers = {r: thrift.register_read_all(r)  # type: ignore[attr-defined]
-                         for r in REGISTERS}
-            counters = p4rt.read_counters_many(COUNTERS)  # type: ignore[attr-defined]
-        finally:
-            tx.close()
-            rx.close()
-    return Outcome(frames, registers, counters)
+    """The schedule through one switch (tests/dataplane_rig.one_switch) running
+    ``config``: every frame sent after the previous one arrived."""
+    # INT source on dport 1, which no flow of the schedule uses
+    with one_switch(PREFIX, 7, 1, config=config) as rig:
+        rig.p4rt.set_default_action("switch_config", "set_switch_config_no_watch",
+                                    {"switch_id": 7, "elephant_bytes": 2000})
+        rig.p4rt.insert_entry("ipv4_lpm", {"dst_addr": (ECMP_NET, 24)}, "set_ecmp",
+                              {"group": 1, "size": 2})
+        for index, mac in enumerate(MEMBER_MACS):
+            rig.p4rt.insert_entry("ecmp_nhop", {"ecmp_group": 1, "ecmp_index": index},
+                                  "set_nhop", {"port": 2, "dmac": mac, "smac": SW_MAC[2]})
+        rig.rx.keep_frames = True
+        sent = 0
+        for word, phase in zip(EPOCH_WORDS, phases, strict=True):
+            rig.thrift.register_write("tel_epoch", 0, word)
+            for data in phase:
+                rig.tx.send(data)
+                sent += 1
+                assert poll(lambda n=sent: len(rig.rx.frames) >= n, 5.0), \
+                    f"frame {sent - 1} not delivered"
+        registers = {r: rig.thrift.register_read_all(r) for r in REGISTERS}
+        counters = rig.p4rt.read_counters_many(COUNTERS)
+        return Outcome(list(rig.rx.frames), registers, counters)
 
 
 @pytest.fixture(scope="module")

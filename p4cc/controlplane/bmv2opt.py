@@ -254,11 +254,9 @@ def _dedupe_action(prims: list[Node], in_action: Counter[str], ctx: _Context) ->
     E`` when nothing in between writes a field E reads and nothing after writes K; U's
     uses read K."""
     removed = 0
-    for i in range(len(prims)):
-        if i >= len(prims):
-            break
-        kept = _scalar_target(prims[i])
-        src = prims[i]["parameters"][1] if kept else None
+    for i, prim in enumerate(prims):  # the loop below deletes only after index i
+        kept = _scalar_target(prim)
+        src = prim["parameters"][1] if kept else None
         reads = _reads(src) if kept else None
         if kept is None or reads is None or (SCALARS, kept) in reads \
                 or not _kept_after(prims, i, kept):
