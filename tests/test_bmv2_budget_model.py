@@ -8,6 +8,7 @@ switch): the CPU-s/s each run's ``budget.json`` says it used.  The old model pre
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -293,3 +294,12 @@ def test_sharing_is_checked_for_dcqcn_hosts_only() -> None:
         budget._check_sharing(crowded, topo)
     budget._check_sharing(budget.Demand({}, {}, 1.0, cc="rlcc", sharing={"h4": 30.0}), topo)
     budget._check_sharing(budget.Demand({}, {}, 1.0, cc="dcqcn", sharing={"h4": 9.0}), topo)
+
+
+def test_an_unmeasured_variant_is_priced_as_the_dearest_measured_one_of_its_kind() -> None:
+    """Plain ``rlcc`` (the default MLP) is measured beside the trees: a spec with another
+    policy gets the dearer of the two, never the default's lower cost."""
+    cal = replace(S7, host_send_flow_cpu={"dcqcn": 0.0, "rlcc": 0.01, "rlcc:adpg-trees": 0.05})
+    price = functools.partial(cal.per_cc, cal.host_send_flow_cpu, budget.HOST_SEND_FLOW_CPU)
+    assert price("rlcc") == 0.01 and price("rlcc:adpg-trees") == 0.05
+    assert price("rlcc:adpg-lstm") == 0.05 and price("dcqcn:nvidia") == 0.0

@@ -1,9 +1,10 @@
-"""RlccController (p4cc.hostcc.cc) over the vectorized RL-CC core."""
+"""RlccController (p4cc.hostcc.cc) over the RL-CC rule (on scalars: p4cc.hostcc.rlcc_one)."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import os
 
 import numpy as np
 import pytest
@@ -174,3 +175,28 @@ def test_testbed_floor_and_decisions_go_on_at_it(name: str) -> None:
     assert ctl.rate_bps(t) == SC.link_rate_bps
     assert made == pytest.approx((t - t0) / iv, abs=2)  # one decision per interval
     assert all(b >= a for a, b in itertools.pairwise(rates))
+
+
+def test_flows_of_one_process_share_a_loaded_policy_and_a_changed_file_reloads(
+        tmp_path) -> None:
+    """A policy is loaded once per process and shared by the flows (weights only: each
+    flow keeps its own recurrent state); a user's file is read again once it changes."""
+    from p4cc.hostcc.rlcc_policies import MlpPolicy, save_mlp
+
+    a, b = cc.make_controller("rlcc", SC), cc.make_controller("rlcc", SC)
+    assert isinstance(a, cc.RlccController) and isinstance(b, cc.RlccController)
+    assert a.policy is b.policy
+    a.on_rtt_sample(0.01, 5 * a.params.base_rtt_s)  # one flow's decision moves only it
+    assert a.state.decisions[0] == 1 and b.state.decisions[0] == 0
+    path = tmp_path / "p.npz"
+    layer = [(np.zeros((1, 2)), np.array([0.0]))]
+    save_mlp(path, MlpPolicy(layer, window=1, output="exp"))
+    one = cc.make_controller(f"rlcc:{path}", SC)
+    assert cc.make_controller(f"rlcc:{path}", SC).policy is one.policy  # type: ignore[attr-defined]
+    save_mlp(path, MlpPolicy([(np.zeros((1, 2)), np.array([0.1]))], window=1, output="exp"))
+    os.utime(path, ns=(1, 1))  # a different modification time whatever the clock
+    two = cc.make_controller(f"rlcc:{path}", SC)
+    assert two.policy is not one.policy  # type: ignore[attr-defined]
+    pol = two.policy  # type: ignore[attr-defined]
+    got, _ = pol.act(np.zeros((1, 2)), pol.initial_state(1))
+    assert got[0] == pytest.approx(math.exp(0.1))

@@ -15,14 +15,23 @@ from typing import Any
 
 import numpy as np
 
+from p4cc.errors import P4ccError
 from p4cc.hostcc import dcqcn, rlcc
+from p4cc.hostcc.cc import make_controller
+from p4cc.hostcc.rlcc_names import DEFAULT_POLICY
 from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
+from p4cc.scale import get_scale
 
 SIZES = (1, 8192)
 #: The PI baseline written into each policy file format (``rlcc:pi-<format>``; hand-made,
 #: not learned; cases ``rlcc_pi-<format>_decision``, before issue 11 ``rlcc_<format>_...``)
 POLICY_FILES = {"pi-lstm": "rlcc-lstm-ref.npz", "pi-mlp": "rlcc-mlp-ref.npz",
                 "pi-trees": "rlcc-trees-ref.json", "pi-catboost": "rlcc-catboost-ref.json"}
+
+
+#: RL-CC policies timed as a host flow's controller (``rlcc:<shortcut>``): the default
+#: trained MLP and the hand-made PI baseline
+HOST_SHORTCUTS = (DEFAULT_POLICY, "pi")
 
 
 def _time(call: Callable[[], None], min_time_s: float) -> tuple[float, int]:
@@ -69,6 +78,32 @@ def _rlcc_case(kind: str, policy: Policy, n: int, min_time_s: float) -> dict[str
     return _row(f"rlcc_{kind}_decision", n, per, reps)
 
 
+def _rlcc_host_case(shortcut: str, min_time_s: float) -> dict[str, Any]:
+    """A host flow's RL-CC controller (``rlcc:<shortcut>`` on the testbed scale) fed one
+    RTT sample per decision interval, alternating below and far above the operating
+    point: µs per sample and per decision (a cut whose signal left before the last cut
+    is held back, so some samples decide nothing).  What a BMv2 sender's flow costs per
+    decision, beside its packets."""
+    ctl = make_controller(f"rlcc:{shortcut}", get_scale("testbed"))
+    iv = ctl.interval or ctl.params.base_rtt_s  # type: ignore[attr-defined]
+    base = ctl.params.base_rtt_s  # type: ignore[attr-defined]
+    box = {"t": 0.0, "k": 0}
+
+    def call() -> None:
+        box["t"] += iv
+        box["k"] += 1
+        ctl.on_rtt_sample(box["t"], base * (1.2 if box["k"] % 2 else 3.0))
+
+    per, _reps = _time(call, min_time_s)
+    samples = box["k"]
+    decisions = int(ctl.state.decisions[0])  # type: ignore[attr-defined]
+    if decisions < 1:
+        raise P4ccError(f"rlcc:{shortcut}: {samples} samples made no decision")
+    return {"case": f"rlcc_host_{shortcut}_sample", "flows": 1, "us_per_sample": per * 1e6,
+            "us_per_decision": per * 1e6 * samples / decisions,
+            "decisions_per_sample": decisions / samples, "samples": samples}
+
+
 def cases(sizes: tuple[int, ...] = SIZES, min_time_s: float = 0.2) -> Iterator[dict[str, Any]]:
     """One dict per (core, N): DCQCN, then the RL-CC core with the PI baseline
     (``reference``) and each of its policy files."""
@@ -78,6 +113,8 @@ def cases(sizes: tuple[int, ...] = SIZES, min_time_s: float = 0.2) -> Iterator[d
         yield _dcqcn_case(n, min_time_s)
         for kind, pol in policies.items():
             yield _rlcc_case(kind, pol, n, min_time_s)
+    for shortcut in HOST_SHORTCUTS:
+        yield _rlcc_host_case(shortcut, min_time_s)
 
 
 def run(argv: list[str] | None = None) -> Iterator[dict[str, Any]]:

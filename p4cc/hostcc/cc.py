@@ -20,9 +20,8 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-
-import numpy as np
 
 from p4cc.errors import ConfigError
 from p4cc.hostcc import dcqcn, rlcc
@@ -36,8 +35,9 @@ from p4cc.hostcc.rlcc_names import (  # noqa: F401  (names re-exported)
     policy_by_name,
     policy_name,
 )
+from p4cc.hostcc.rlcc_one import RlccOne
 from p4cc.hostcc.rlcc_policies import Policy
-from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccRule, decision_interval_s
+from p4cc.hostcc.rlcc_rule import MAX_CATCHUP, RlccFlows, RlccRule, decision_interval_s
 from p4cc.scale import Scale
 
 __all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "DEPRECATED_NAMES", "HOST_CC_KINDS",
@@ -46,7 +46,6 @@ __all__ = ["ACK_INTERVALS_PER_DECISION", "DEFAULT_POLICY", "DEPRECATED_NAMES", "
            "policy_by_name", "policy_name", "register_host_cc", "userspace_cc_names"]
 
 _SET_LOCK = threading.Lock()  # hands run-time parameters to DcqcnControllers
-_TRUE = np.ones(1, dtype=np.bool_)
 
 
 @runtime_checkable
@@ -137,7 +136,8 @@ ACK_INTERVALS_PER_DECISION = 2.0
 
 
 class RlccController:
-    """RL-CC for one flow: the RL-CC rule (:class:`p4cc.hostcc.rlcc_rule.RlccRule`, N=1).
+    """RL-CC for one flow: the RL-CC rule (:class:`p4cc.hostcc.rlcc_rule.RlccRule`, N=1),
+    run on scalars by :class:`p4cc.hostcc.rlcc_one.RlccOne` (the same decisions to the bit).
 
     ``decision_interval_s`` 0 (default): one decision per sample.  Above 0 (the host
     sender uses :func:`rlcc_rule.decision_interval_s`, ``DECISION_RTTS`` base RTTs: RL-CC
@@ -168,15 +168,20 @@ class RlccController:
         self.interval = self.rule.decision_interval_s
         self.ack_interval_s = ACK_INTERVALS_PER_DECISION * (self.interval or
                                                             params.base_rtt_s)
-        self.flows = self.rule.init(1)
+        self.one = RlccOne(self.rule)  # the rule at N = 1 on scalars, to the bit
         self.cnps = self.nacks = self.samples = 0
         self.bytes_sent = 0
         self.last_rtt: float | None = None
         self.last_qdepth: int | None = None
 
     @property
+    def flows(self) -> RlccFlows:
+        """The flow as the vectorized rule's one-flow state (a copy)."""
+        return self.one.flows()
+
+    @property
     def state(self) -> rlcc.RlccState:
-        return self.flows.cc
+        return self.one.flows().cc
 
     def on_cnp(self, t: float) -> None:
         self.cnps += 1
@@ -185,7 +190,7 @@ class RlccController:
         self.samples += 1
         self.last_rtt, self.last_qdepth = rtt_s, max_qdepth_pkts
         q = None if max_qdepth_pkts is None else float(max_qdepth_pkts)
-        self.flows = self.rule.on_rtt_sample(self.flows, t, _TRUE, rtt_s, q)
+        self.one.on_rtt_sample(t, rtt_s, q)
 
     def on_bytes_sent(self, t: float, nbytes: int) -> None:
         self.bytes_sent += int(nbytes)
@@ -193,17 +198,17 @@ class RlccController:
     def on_nack(self, t: float) -> None:
         """A NAK (a drop at a full queue) is a decision point on the last RTT sample."""
         self.nacks += 1
-        self.flows = self.rule.on_nack(self.flows, t, _TRUE)
+        self.one.on_nack(t)
 
     def rate_bps(self, t: float) -> float:
-        return float(self.flows.rate[0])
+        return self.one.rate
 
     def trace(self, t: float) -> dict[str, float]:
-        s = self.flows.cc
-        return {"t_s": t, "rate_bps": float(s.rate[0]), "action": float(s.prev_action[0]),
-                "delta": float(s.delta[0]), "inflation": float(s.inflation[0]),
-                "reward": float(-s.delta[0] ** 2), "decisions": float(s.decisions[0]),
-                "cnps": float(self.cnps), "nacks": float(self.nacks)}
+        s = self.one
+        return {"t_s": t, "rate_bps": s.rate, "action": s.prev_action, "delta": s.delta,
+                "inflation": s.inflation, "reward": -s.delta ** 2,
+                "decisions": float(s.decisions), "cnps": float(self.cnps),
+                "nacks": float(self.nacks)}
 
 
 class FixedController:
@@ -330,8 +335,31 @@ def _make_rlcc(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateCo
     except TypeError as exc:
         raise ConfigError(f"bad RL-CC option: {exc}") from None
     name = policy_name(arg)
-    return RlccController(policy_by_name(arg, rparams), rparams, decision_interval_s=interval,
+    return RlccController(_policy(arg, rparams), rparams, decision_interval_s=interval,
                           name=None if name is None else f"rlcc:{name}")
+
+
+#: Policies loaded by this process, shared by its flows: a policy holds weights only
+#: (a flow's recurrent state is the flow's own, RlccState.policy_state), and loading one
+#: per flow cost 0.7-1.0 ms of a sender's CPU at each flow's start.  Keyed by the name or
+#: path (with the file's size and modification time) and the target (int8 quantisation
+#: depends on it).
+_POLICIES: dict[tuple[object, ...], Policy] = {}
+
+
+def _policy(arg: str, rparams: rlcc.RlccParams) -> Policy:
+    name = policy_name(arg)
+    if name is None:  # a file of the user's: reloaded when it changes
+        try:
+            st = Path(arg).stat()
+            key: tuple[object, ...] = (arg, st.st_size, st.st_mtime_ns, rparams.target)
+        except OSError:
+            return policy_by_name(arg, rparams)  # (its error names the file)
+    else:
+        key = (name, rparams.target)
+    if key not in _POLICIES:
+        _POLICIES[key] = policy_by_name(arg, rparams)
+    return _POLICIES[key]
 
 
 def _make_fixed(arg: str, sc: Scale, line: float, opts: dict[str, Any]) -> RateController:

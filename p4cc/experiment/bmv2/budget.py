@@ -183,14 +183,13 @@ class Calibration:
         }
 
     def per_cc(self, table: dict[str, float], defaults: dict[str, float], cc: str) -> float:
-        """``table``'s entry for ``cc``: exact, else its kind's, else another variant of
-        its kind, else the measured default of its kind, else the largest known."""
+        """``table``'s entry for ``cc``: exact, else the dearest measured variant of its
+        kind (the kind itself included: plain ``rlcc`` is the default policy, cheaper
+        than others), else the measured default of its kind, else the largest known."""
         kind = cc.partition(":")[0]
         for t in (table, defaults):
             if cc in t:
                 return t[cc]
-            if kind in t:
-                return t[kind]
             same = [v for k, v in t.items() if k.partition(":")[0] == kind]
             if same:
                 return max(same)
