@@ -167,3 +167,14 @@ def test_parse_iperf3_json() -> None:
         parse_iperf3_json("iperf3: error")
     with pytest.raises(Iperf3Error):
         parse_iperf3_json("[1, 2]")
+
+
+def test_bulk_tcp_segments_are_sized_to_the_packet_the_rate_assumes() -> None:
+    from p4cc.errors import ConfigError
+    from p4cc.traffic.iperf import MIN_MSS, TCP_WIRE_OVERHEAD, iperf3_client_argv, tcp_mss
+
+    assert TCP_WIRE_OVERHEAD == 54 and tcp_mss(1000) == 946  # 14 + 20 + 20
+    argv = iperf3_client_argv("10.0.0.2", 3.0, 5202, mss=tcp_mss(1000))
+    assert argv[argv.index("-M") + 1] == "946" and "-M" not in iperf3_client_argv("x", 1.0)
+    with pytest.raises(ConfigError, match="at least 142 B"):
+        tcp_mss(MIN_MSS + TCP_WIRE_OVERHEAD - 1)

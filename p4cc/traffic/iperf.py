@@ -12,7 +12,8 @@ import json
 import math
 from typing import Any
 
-from p4cc.errors import P4ccError
+from p4cc.constants import ETH_HEADER_BYTES, IPV4_HEADER_BYTES
+from p4cc.errors import ConfigError, P4ccError
 
 IPERF3_PORT = 5201
 
@@ -21,12 +22,38 @@ class Iperf3Error(P4ccError):
     """iperf3's output could not be parsed, or iperf3 reported an error."""
 
 
+#: Bytes a full TCP data frame carries beyond the MSS given to TCP_MAXSEG (``iperf3 -M``):
+#: Ethernet 14 + IPv4 20 + TCP 20.  Linux fits the TCP options into that MSS (with the
+#: timestamps option, on by default (net.ipv4.tcp_timestamps; RFC 7323 §3), a segment
+#: carries MSS − 12 B of data).  Measured with tcpdump across a veth with the fabric's
+#: offloads off: ``iperf3 -M 946`` gave 387-388 of 396 data frames of 1000 B, ``-M 446``
+#: 389 of 397 of 500 B (docs/emulation.md "Bulk TCP at the packet size the rate assumes").
+TCP_WIRE_OVERHEAD = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + 20
+#: The smallest MSS Linux takes through TCP_MAXSEG (net/ipv4/tcp.c: TCP_MIN_MSS 88)
+MIN_MSS = 88
+
+
+def tcp_mss(frame_bytes: int) -> int:
+    """The MSS whose full data segments are ``frame_bytes`` on the wire."""
+    mss = int(frame_bytes) - TCP_WIRE_OVERHEAD
+    if mss < MIN_MSS:
+        raise ConfigError(f"frames of {frame_bytes} B leave a TCP MSS of {mss} B; Linux "
+                          f"takes at least {MIN_MSS}: use packets of at least "
+                          f"{MIN_MSS + TCP_WIRE_OVERHEAD} B")
+    return mss
+
+
 def iperf3_client_argv(server_ip: str, duration_s: float, port: int = IPERF3_PORT,
-                       interval_s: float = 1.0, cc: str | None = None) -> list[str]:
+                       interval_s: float = 1.0, cc: str | None = None,
+                       mss: int | None = None) -> list[str]:
     """``iperf3 -c`` for a bulk row lasting ``duration_s`` (rounded up to whole seconds
-    only by iperf3 releases older than 3.1, which took an integer ``-t``)."""
+    only by iperf3 releases older than 3.1, which took an integer ``-t``); ``mss`` sets
+    the segments' MSS (``-M``: :func:`tcp_mss` of the packet size a link's rate assumes,
+    so its packet rate serves its byte rate)."""
     argv = ["iperf3", "-c", server_ip, "-p", str(port), "-J", "-t", f"{duration_s:g}",
             "-i", f"{interval_s:g}"]
+    if mss is not None:
+        argv += ["-M", str(int(mss))]
     if cc:
         argv += ["-C", cc]
     return argv

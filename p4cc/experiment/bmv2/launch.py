@@ -226,7 +226,7 @@ class HostProcesses:
 
     def start_bulk(self, row: dict[str, Any], now_s: float) -> None:
         """Start the iperf3 client of one bulk row (at its start time ``now_s``)."""
-        from p4cc.traffic.iperf import iperf3_client_argv
+        from p4cc.traffic.iperf import iperf3_client_argv, tcp_mss
 
         fid = int(row["flow_id"])
         src, dst = str(row["src"]), str(row["dst"])
@@ -234,7 +234,9 @@ class HostProcesses:
         if math.isnan(stop):
             stop = float(self.spec.duration_s)
         dur = max(MIN_BULK_S, stop - float(row["start_s"]))
-        argv = iperf3_client_argv(self.topo.host(dst).ip, dur, self._iperf3_port(fid))
+        # segments of the packet size the link rate assumes: the ports serve packets/s
+        argv = iperf3_client_argv(self.topo.host(dst).ip, dur, self._iperf3_port(fid),
+                                  mss=tcp_mss(self.topo.scale.pkt_bytes))
         self.bulk.append(self._spawn(src, "iperf3-client", argv, f"iperf3-c{fid}.json",
                                      flow_id=fid, start_s=now_s, dst=dst))
 
