@@ -160,6 +160,18 @@ def test_hosts_that_fall_behind_are_unfaithful() -> None:
     assert "sent 2.00 Mb/s of the 8.00 Mb/s" in v.violations.iloc[0]["reason"]
 
 
+def test_a_window_may_hold_one_packet_less_per_flow() -> None:
+    """Two flows held at 20 kb/s each (2.5 packets per 1-s window) that send one packet
+    a second: packets are whole, not a host falling behind (without the packet's slack,
+    16 of 40 kb/s is below the 70 % bar); at 30 kb/s, or at 1 Mb/s each, sending a
+    third or half is still caught."""
+    slow = _judge(traces=_traces(PKT * 8.0, 20e3))  # 1 packet/s per flow, asked 2.5
+    assert slow.checks["host_rate"]["checked"] >= 4
+    assert slow.checks["host_rate"]["violations"] == 0
+    assert _judge(traces=_traces(PKT * 8.0, 30e3)).checks["host_rate"]["violations"] >= 4
+    assert _judge(traces=_traces(0.5e6, 1e6)).checks["host_rate"]["violations"] >= 4
+
+
 def test_new_flows_sharing_the_nic_are_not_a_host_falling_behind() -> None:
     """Two long flows ask 8 Mb/s each on a 10 Mb/s NIC; every second three short flows
     start every second and take most of the NIC.  The long ones send 1.5 Mb/s each: what

@@ -32,7 +32,9 @@ the run records (pure functions of tables; ``verdict`` returns a ``Verdict``):
 ``host_rate``   per sender host and window, what its flows sent (trace ``bytes_sent``)
                 is at least ``1 - host_rate`` of what their CC asked for (trace
                 ``rate_bps``, capped per tenth of the window at the host's NIC rate less
-                what its other flows sent in it); only windows in which the host had
+                what its other flows sent in it), less one packet per flow (whole
+                packets: a flow asking 2.5 packets a window may send 1 or 2 of
+                them); only windows in which the host had
                 flows running throughout (:mod:`p4cc.experiment.bmv2.fidelity_host`).
 ``flow_start``  every flow started at most ``start_late_rtts`` base RTTs after its
                 scheduled time (:mod:`p4cc.experiment.bmv2.fidelity_host`).
@@ -350,7 +352,8 @@ def evaluate(facts: RunFacts, tele: pd.DataFrame, cpu: pd.DataFrame, polls: pd.D
     res = port_checks(tele, facts.port_rate_bps, facts.pkt_bytes, tol)
     res["switch_cpu"] = switch_cpu_check(cpu, facts.port_pps, tol)
     res["switch_backlog"] = backlog_check(tele, cpu, facts.switch_pps, facts.pkt_bytes, tol)
-    res["host_rate"] = host_rate_check(traces, facts.nic_bps, facts.frame_over_payload, tol)
+    res["host_rate"] = host_rate_check(traces, facts.nic_bps, facts.frame_over_payload, tol,
+                                       facts.pkt_bytes)
     if starts is not None:
         res["flow_start"] = flow_start_check(starts, facts.base_rtt_s, tol)
     res["poll"] = poll_check(polls, facts.interval_s, tol)
