@@ -106,3 +106,69 @@ def test_rlcc_controller_asks_for_acks_and_decides_once_per_interval() -> None:
     assert ctl.trace(1.0)["decisions"] == 5 + cc.MAX_CATCHUP
     assert cc.make_controller("rlcc", sc).interval == 0  # type: ignore[attr-defined]
     assert not hasattr(cc.make_controller("dcqcn", sc), "ack_interval_s")
+
+
+def test_first_resend_after_a_nak_is_a_controller_sample_of_an_rtt_driven_flow() -> None:
+    """RL-CC (``ack_interval_s``): after a NAK's rewind the first resend asks for an ACK
+    and is timed (on a FIFO path only the resend can be acknowledged); its sample goes
+    to the controller, not to srtt (the RTO keeps Karn's rule); later resends are not
+    timed; the resend's bytes count as retransmitted."""
+    ctl = Rec()
+    f = Flow(1, FlowSpec("10.0.0.2", 40 * PAYLOAD), ctl, 1000, 0.04, ack_interval_s=0.004)
+    for i in range(6):  # PSN 0-5; PSN 0 asks (the first packet), nothing comes back
+        send(f, i * 0.001)
+    f.on_datagram(wire.encode_ack(1, 0, nak=True), 0.007, 0)  # PSN 0 was lost
+    assert f.snd_nxt == 0 and ctl.samples == [] and f.srtt_s is None
+    assert send(f, 0.008)  # the resend of PSN 0 asks for an ACK
+    assert not send(f, 0.009) and not send(f, 0.010)  # PSN 1, 2: plain resends
+    f.on_datagram(wire.encode_ack(1, 1), 0.020, 0)  # the resend's ACK
+    assert [r for _t, r, _q in ctl.samples] == pytest.approx([0.012])
+    assert f.srtt_s is None and f.resend_rtt_samples == 1 and f.ack_rtt_samples == 1
+    assert f.retx_bytes == 3 * PAYLOAD
+    rec = f.record(5000, 0.0)
+    assert rec["resend_rtt_samples"] == 1
+
+
+def test_resends_stay_untimed_after_a_timeout_and_for_flows_without_ack_interval() -> None:
+    ctl = Rec()  # DCQCN-like: no ack interval, so a NAK's resend asks for nothing
+    f = Flow(1, FlowSpec("10.0.0.2", 40 * PAYLOAD), ctl, 1000, 0.04, ack_every=16)
+    for i in range(6):
+        send(f, i * 0.001)
+    f.on_datagram(wire.encode_ack(1, 0, nak=True), 0.007, 0)
+    assert not send(f, 0.008)
+    f.on_datagram(wire.encode_ack(1, 1), 0.020, 0)
+    assert ctl.samples == [] and f.resend_rtt_samples == 0
+    # an RTT-driven flow's timeout rewind: the originals may only have been late
+    ctl = Rec()
+    g = Flow(1, FlowSpec("10.0.0.2", 3 * PAYLOAD), ctl, 1000, 0.04, ack_interval_s=0.004)
+    for i in range(3):
+        send(g, i * 0.001)
+    assert g.check_timeout(1.0) and g.snd_nxt == 0
+    assert send(g, 1.001)  # the timeout's AckReq (the receiver answers with its ePSN)
+    g.on_datagram(wire.encode_ack(1, 1), 1.01, 0)
+    assert ctl.samples == [] and g.resend_rtt_samples == 0
+
+
+def test_the_receiver_answers_the_timed_resend() -> None:
+    """Through the real receiver core: PSN 0 lost, 1-5 arrive (a NAK), the resend of 0
+    asks for an ACK and the receiver's answer is the controller's first sample."""
+    ctl = Rec()
+    f = Flow(1, FlowSpec("10.0.0.2", 40 * PAYLOAD), ctl, 1000, 0.04, ack_interval_s=0.004)
+    core = ReceiverCore(ReceiverConfig())
+    sent = []
+    for i in range(6):
+        buf = f.next_datagram(i * 0.001)
+        f.sent(i * 0.001, len(buf))
+        sent.append(buf)
+    replies = [r for buf in sent[1:] for r in core.handle(buf, 0x02, SRC, 0.006)]  # 0 lost
+    for reply in replies:
+        f.on_datagram(reply, 0.007, 0)
+    assert f.nacks >= 1 and f.snd_nxt == 0 and ctl.samples == []
+    buf = f.next_datagram(0.010)
+    f.sent(0.010, len(buf))
+    replies = core.handle(buf, 0x02, SRC, 0.011)
+    assert replies
+    for reply in replies:
+        f.on_datagram(reply, 0.013, 0)
+    assert [r for _t, r, _q in ctl.samples] == pytest.approx([0.003])
+    assert f.resend_rtt_samples == 1 and f.snd_una == 1

@@ -32,6 +32,18 @@ the queued bytes and the rate was off by a frame-time, 80 ms at 100 kb/s, on BMv
 A timed packet whose departure is unknown gives srtt a sample (from the socket) but not
 the controller.
 
+After a NAK's rewind an RTT-driven flow (one with ``ack_interval_s``: RL-CC) also times
+its first resend, with an AckReq, for the controller.  On a FIFO path that sample is not
+ambiguous.  The NAK means a later packet reached the receiver before ePSN did, so ePSN's
+original copy was lost.  The originals sent after it arrive before the resend and are
+discarded out of order.  So the only copy of ePSN the receiver can acknowledge is the
+resend.  Without it, a flow that started into a full buffer never got a sample: every
+ACK it could time was lost or rewound, and RL-CC's rule does nothing on a NAK before the
+first sample.  On BMv2 such flows stayed at line rate with hundreds of NAKs and held the
+bottleneck's buffer full for 30 s (docs/emulation.md, "Session 42").  srtt, and so the
+RTO, keeps Karn's rule: only first transmissions and probes feed it.  A timeout's
+rewind is not timed, because there the originals may only have been late.
+
 The RTO clock starts when the last packet left the host, as a RoCE NIC arms its
 retransmission timer when it transmits (its rate limiter holds packets before that):
 at the later of the last ACK progress and the last packet's departure
@@ -118,6 +130,11 @@ class Flow:
         self._ackreq_seq = -1  # the PSN next_datagram last built with AckReq set
         self.ack_rtt_samples = 0
         self._rewind: tuple[int, float] = (-1, -math.inf)  # last NAK rewind (psn, t)
+        # the go-back-N resend to time after a NAK rewind (RTT-driven flows; -1: none),
+        # and the timed one awaiting its ACK (its sample goes to the controller only)
+        self._resend_psn = -1
+        self._resend_timed = -1
+        self.resend_rtt_samples = 0
         self.stale_nacks = 0
         self.ack_every = max(1, ack_every)
         self.snd_una = 0
@@ -154,7 +171,7 @@ class Flow:
         plen = self.spec.size - seq * self.payload if last else self.payload
         ackreq = (seq + 1) % self.ack_every == 0 or last or self._ackreq_next or (
             self.ack_interval_s is not None and seq >= self.max_sent
-            and t - self._last_ackreq_t >= self.ack_interval_s)
+            and t - self._last_ackreq_t >= self.ack_interval_s) or seq == self._resend_psn
         self._ackreq_seq = seq if ackreq else -1
         body = self._zeros[:self.payload if self.pad else plen]
         return wire.encode_data(self.id, seq, self.spec.size, body, last=last,
@@ -164,6 +181,8 @@ class Flow:
         """Whether the datagram :meth:`next_datagram` just built is timed for an RTT
         sample (a first transmission asking for an ACK): its departure time is wanted."""
         seq = self.snd_nxt
+        if seq == self._resend_psn:  # the first resend after a NAK (see _on_ack)
+            return self._ackreq_seq == seq
         return seq >= self.max_sent and len(self._timed) < 256 and (
             self._ackreq_seq == seq or (seq + 1) % self.ack_every == 0
             or seq == self.npkts - 1)
@@ -185,7 +204,9 @@ class Flow:
             self._timed[self.snd_nxt] = (t, t if departs_now else None)
             if not departs_now and (stamped is None or stamped):
                 self._waiting = (self.snd_nxt, t)
-        elif self.snd_nxt < self.max_sent:
+            if self.snd_nxt == self._resend_psn:
+                self._resend_timed, self._resend_psn = self._resend_psn, -1
+        if self.snd_nxt < self.max_sent:
             self.retx_bytes += plen
         self._ackreq_seq = -1
         self.bytes_sent += plen
@@ -292,10 +313,17 @@ class Flow:
             timed = self._timed.pop(epsn - 1, None)  # the ACK of that very packet
             for psn in [p for p in self._timed if p < epsn]:
                 del self._timed[psn]  # acked by a later ACK: no clean sample
+            resend = epsn - 1 == self._resend_timed
+            if epsn > self._resend_timed:
+                self._resend_timed = -1
+            if epsn > self._resend_psn:  # acknowledged before it was resent
+                self._resend_psn = -1
             if timed is not None and not ack.nak:
-                self.rtt_sample(t - (timed[0] if timed[1] is None else timed[1]))
+                if not resend:  # srtt (the RTO) keeps Karn's rule
+                    self.rtt_sample(t - (timed[0] if timed[1] is None else timed[1]))
                 if timed[1] is not None:
                     self.ack_rtt_samples += 1
+                    self.resend_rtt_samples += resend
                     self._ctl_rtt(t, max(t - timed[1], 0.0), ack.max_qdepth)
             if self.snd_nxt < epsn:  # the receiver already has these: skip ahead
                 self.snd_nxt = epsn
@@ -313,6 +341,8 @@ class Flow:
                 self.snd_nxt = epsn  # go back N
                 self._rewind = (epsn, t)
                 self._timed = {}
+                if self.ack_interval_s is not None:  # an RTT-driven controller: time
+                    self._resend_psn = epsn  # the first resend (see the docstring)
             self.last_progress_t = t
         if ack.complete and self.snd_una >= self.npkts and not self.done:
             self.done = True
@@ -332,6 +362,7 @@ class Flow:
             "retx_bytes": self.retx_bytes, "nacks": self.nacks, "cnps": self.cnps,
             "timeouts": self.timeouts, "probes": self.probes,
             "srtt_s": self.srtt_s, "stale_nacks": self.stale_nacks,
-            "ack_rtt_samples": self.ack_rtt_samples, "bad_replies": self.bad_replies,
+            "ack_rtt_samples": self.ack_rtt_samples,
+            "resend_rtt_samples": self.resend_rtt_samples, "bad_replies": self.bad_replies,
             "unknown_cnps": self.unknown_cnps,
         }
