@@ -109,10 +109,11 @@ def test_rlcc_controller_asks_for_acks_and_decides_once_per_interval() -> None:
 
 
 def test_first_resend_after_a_nak_is_a_controller_sample_of_an_rtt_driven_flow() -> None:
-    """RL-CC (``ack_interval_s``): after a NAK's rewind the first resend asks for an ACK
-    and is timed (on a FIFO path only the resend can be acknowledged); its sample goes
-    to the controller, not to srtt (the RTO keeps Karn's rule); later resends are not
-    timed; the resend's bytes count as retransmitted."""
+    """RL-CC (``ack_interval_s``) before its first sample: after a NAK's rewind the first
+    resend asks for an ACK and is timed (on a FIFO path only the resend can be
+    acknowledged); its sample goes to the controller, not to srtt (the RTO keeps Karn's
+    rule); later resends are not timed; the resend's bytes count as retransmitted; once
+    the controller has a sample, resends are not timed any more."""
     ctl = Rec()
     f = Flow(1, FlowSpec("10.0.0.2", 40 * PAYLOAD), ctl, 1000, 0.04, ack_interval_s=0.004)
     for i in range(6):  # PSN 0-5; PSN 0 asks (the first packet), nothing comes back
@@ -127,6 +128,13 @@ def test_first_resend_after_a_nak_is_a_controller_sample_of_an_rtt_driven_flow()
     assert f.retx_bytes == 3 * PAYLOAD
     rec = f.record(5000, 0.0)
     assert rec["resend_rtt_samples"] == 1
+    # once the controller has a sample, a NAK's resend is a plain resend again
+    for i in range(3, 8):
+        send(f, 0.021 + i * 0.001)
+    f.on_datagram(wire.encode_ack(1, 4, nak=True), 0.03, 0)
+    assert f.snd_nxt == 4 and not send(f, 0.031)
+    f.on_datagram(wire.encode_ack(1, 5), 0.04, 0)
+    assert len(ctl.samples) == 1 and f.resend_rtt_samples == 1
 
 
 def test_resends_stay_untimed_after_a_timeout_and_for_flows_without_ack_interval() -> None:

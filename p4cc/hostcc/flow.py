@@ -32,16 +32,19 @@ the queued bytes and the rate was off by a frame-time, 80 ms at 100 kb/s, on BMv
 A timed packet whose departure is unknown gives srtt a sample (from the socket) but not
 the controller.
 
-After a NAK's rewind an RTT-driven flow (one with ``ack_interval_s``: RL-CC) also times
-its first resend, with an AckReq, for the controller.  On a FIFO path that sample is not
-ambiguous.  The NAK means a later packet reached the receiver before ePSN did, so ePSN's
-original copy was lost.  The originals sent after it arrive before the resend and are
-discarded out of order.  So the only copy of ePSN the receiver can acknowledge is the
-resend.  Without it, a flow that started into a full buffer never got a sample: every
-ACK it could time was lost or rewound, and RL-CC's rule does nothing on a NAK before the
-first sample.  On BMv2 such flows stayed at line rate with hundreds of NAKs and held the
-bottleneck's buffer full for 30 s (docs/emulation.md, "Session 42").  srtt, and so the
-RTO, keeps Karn's rule: only first transmissions and probes feed it.  A timeout's
+After a NAK's rewind, an RTT-driven flow (one with ``ack_interval_s``: RL-CC) that has
+not yet given its controller a sample also times its first resend, with an AckReq, for
+the controller.  On a FIFO path that sample is not ambiguous: the NAK means a later
+packet reached the receiver before ePSN did, so ePSN's original copy was lost; the
+originals sent after it arrive before the resend and are discarded out of order; so the
+only copy of ePSN the receiver can acknowledge is the resend.  Without it, a flow that
+started into a full buffer never got a sample (every ACK it could time was lost or
+rewound), and RL-CC's rule does nothing on a NAK before the first sample: on BMv2 such
+flows stayed at line rate with hundreds of NAKs and held the bottleneck's buffer full
+for 30 s (docs/emulation.md, "Session 42").  Timing every first resend, also of flows
+that had samples, made RL-CC's flows less fair on the seeds that had no such flow (Jain
+0.45-0.81 against 0.82-0.99), so it is only the first sample's fallback.  srtt, and so
+the RTO, keeps Karn's rule: only first transmissions and probes feed it.  A timeout's
 rewind is not timed, because there the originals may only have been late.
 
 The RTO clock starts when the last packet left the host, as a RoCE NIC arms its
@@ -341,8 +344,8 @@ class Flow:
                 self.snd_nxt = epsn  # go back N
                 self._rewind = (epsn, t)
                 self._timed = {}
-                if self.ack_interval_s is not None:  # an RTT-driven controller: time
-                    self._resend_psn = epsn  # the first resend (see the docstring)
+                if self.ack_interval_s is not None and self.rtt_ctl_s is None:
+                    self._resend_psn = epsn  # time the first resend (see the docstring)
             self.last_progress_t = t
         if ack.complete and self.snd_una >= self.npkts and not self.done:
             self.done = True
