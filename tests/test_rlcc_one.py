@@ -154,3 +154,26 @@ def test_a_signal_sent_at_the_cut_itself_may_cut_again() -> None:
         assert _fields(one.flows()) == _fields(vec)
     # 1.0 cuts; 1.5's packet left at 1.0, the cut: cuts; 1.75's left at 1.25 < 1.5: held
     assert one.decisions == 2 and one.last_cut == 1.5
+
+
+@pytest.mark.parametrize("policy", ["pi", "adpg-mlp-long"])
+def test_a_naks_decision_never_raises_the_rate(policy: str) -> None:
+    """Below the line rate, a low last sample makes a sample's decision raise the rate;
+    a NAK on that same sample decides too, but holds the rate (a loss is congestion)."""
+    params = rlcc.RlccParams(SC.link_rate_bps, rlcc.norm_rtt_s(SC), pkt_bytes=SC.pkt_bytes,
+                             initial_rate_frac=0.5)
+    rule = RlccRule(params, _policy(policy), IV)
+    vec, one = rule.init(1), RlccOne(rule)
+    on = np.ones(1, dtype=np.bool_)
+    low = 0.8 * params.base_rtt_s
+    vec = rule.on_rtt_sample(vec, 0.0, on, low)
+    one.on_rtt_sample(0.0, low)
+    assert one.rate > 0.5 * SC.link_rate_bps  # the sample raised it
+    raised = one.rate
+    vec = rule.on_nack(vec, 1.5 * IV, on)
+    one.on_nack(1.5 * IV)
+    assert _fields(one.flows()) == _fields(vec)
+    assert one.decisions == 2 and one.rate == raised and one.prev_action == 1.0
+    vec = rule.on_rtt_sample(vec, 2.5 * IV, on, low)  # a sample again: raises
+    one.on_rtt_sample(2.5 * IV, low)
+    assert _fields(one.flows()) == _fields(vec) and one.rate > raised

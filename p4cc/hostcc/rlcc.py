@@ -175,8 +175,10 @@ def init_state(n: int, params: RlccParams, policy: Policy) -> RlccState:
 
 def step(state: RlccState, params: RlccParams, policy: Policy, inflation: npt.ArrayLike,
          mask: npt.ArrayLike | None = None, t: float | None = None,
-         sent_t: npt.ArrayLike | None = None) -> RlccState:
+         sent_t: npt.ArrayLike | None = None, no_raise: bool = False) -> RlccState:
     """One decision for the flows in ``mask`` given their current inflation.
+
+    ``no_raise``: the action is at most 1 (a decision a loss triggered: the rule's NAK).
 
     δ uses the rate the flow was sending at (normalised); the policy sees (δ, a_{t−1});
     the new rate is clip(a, bounds)·rate, kept in [floor, line rate].
@@ -204,6 +206,8 @@ def step(state: RlccState, params: RlccParams, policy: Policy, inflation: npt.Ar
     obs = np.stack([delta, state.prev_action[idx]], axis=1)
     raw, sub_state = policy.act(obs, take_state(state.policy_state, idx))
     action = np.clip(np.nan_to_num(raw, nan=1.0), params.action_min, params.action_max)
+    if no_raise:
+        action = np.minimum(action, 1.0)
     last_cut = state.last_cut
     if t is not None and sent_t is not None:
         sent = np.broadcast_to(np.asarray(sent_t, dtype=np.float64), (n,))[idx]

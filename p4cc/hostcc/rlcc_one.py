@@ -108,9 +108,9 @@ class RlccOne:
         if self.last_rtt != self.last_rtt:
             return
         q = None if self.params.signal != "qdepth" else self.last_qdepth
-        self._decide(t, self.last_rtt, q)
+        self._decide(t, self.last_rtt, q, no_raise=True)
 
-    def _decide(self, t: float, rtt: float, q: float | None) -> None:
+    def _decide(self, t: float, rtt: float, q: float | None, no_raise: bool = False) -> None:
         """RlccRule._decide: whole intervals since the last decision, each a step (at
         most ``max_catchup``), on the pending samples' signal; the interval grid kept."""
         iv, last = self._iv, self.last_decision
@@ -128,13 +128,14 @@ class RlccOne:
         steps = k if k < cap else float(cap)
         sent = t - rtt
         for _ in range(int(steps)):
-            self._step(infl, t, sent)
+            self._step(infl, t, sent, no_raise)
         grid = finite and k <= cap if iv > 0 else False
         self.last_decision = last + k * iv if grid else t
         self.pend_n, self.pend_excess, self.pend_min = 0, 0.0, math.inf
 
-    def _step(self, infl: float, t: float, sent: float) -> None:
-        """rlcc.step for this flow, with the once-per-round-trip hold on cuts."""
+    def _step(self, infl: float, t: float, sent: float, no_raise: bool = False) -> None:
+        """rlcc.step for this flow, with the once-per-round-trip hold on cuts (and, for a
+        NAK's decision, ``no_raise``)."""
         p = self.params
         rate_norm = self.rate / p.line_rate_bps
         delta = p.target - _maximum(infl - p.beta, 0.0) * math.sqrt(_maximum(rate_norm, 0.0))
@@ -142,6 +143,8 @@ class RlccOne:
         raw, new_state = self.policy.act(obs, self.policy_state)
         action = _nan_to_num(float(raw[0]), 1.0)
         action = min(max(action, p.action_min), p.action_max)  # np.clip
+        if no_raise and action > 1.0:  # np.minimum(action, 1.0)
+            action = 1.0
         cut = action < 1.0
         if cut and not sent >= self.last_cut:
             return  # the signal left before the last cut: it cannot show it yet

@@ -23,6 +23,11 @@ session"; docs/hostcc-cc.md "Decision rule"):
 4. **NAKs** are decision points on the last RTT sample (none yet: nothing): in deep
    congestion the ACKs that carry samples are few (drops; resends are not timed), and
    on BMv2 the flows decided ~5 times a second while the buffer stayed full for 2.75 s.
+   A NAK's decisions never raise the rate (the action is at most 1): a loss is
+   congestion whatever the last sample said.  Without that, on BMv2 (the RL-CC 8 -> 1
+   spec, 32 flows at 5 Mb/s) flows whose last sample was 15-25 ms old and low kept
+   raising their rates x1.033 per NAK to the line rate while h9's buffer stayed full
+   for 25 s (docs/emulation.md, "Session 42").
 5. **At most one cut per round trip**: every decision passes ``t`` and ``sent_t`` = t −
    the RTT of its signal to :func:`rlcc.step` (a 1000-fold fall for a 4-fold overload
    without it).
@@ -173,10 +178,10 @@ class RlccRule:
         """NAKs at ``t``: decision points on each flow's last RTT sample (none: nothing)."""
         m = mask & ~np.isnan(st.last_rtt)
         q = None if self.params.signal != "qdepth" else st.last_qdepth
-        return self._decide(st, t, m, st.last_rtt, q)
+        return self._decide(st, t, m, st.last_rtt, q, no_raise=True)
 
     def _decide(self, st: RlccFlows, t: float, mask: BoolArray, rtt: FloatArray,
-                q: FloatArray | None) -> RlccFlows:
+                q: FloatArray | None, no_raise: bool = False) -> RlccFlows:
         iv = self.decision_interval_s
         due = mask & ((t - st.last_decision) >= iv)
         if not np.count_nonzero(due):
@@ -196,7 +201,7 @@ class RlccRule:
         cc, sent = st.cc, t - rtt
         for j in range(int(steps[due].max())):  # (at most one of them a cut: rlcc.step)
             cc = rlcc.step(cc, self.params, self.policy, infl, due & (steps > j), t=t,
-                           sent_t=sent)
+                           sent_t=sent, no_raise=no_raise)
         # keep the interval grid (a sample 2.5 intervals late leaves 0.5 for the next)
         grid = finite & (k <= self.max_catchup) if iv > 0 else np.zeros(st.n, np.bool_)
         decided = np.where(grid, last + k * iv, t)
