@@ -196,7 +196,8 @@ class RlccController:
         self.bytes_sent += int(nbytes)
 
     def on_nack(self, t: float) -> None:
-        """A NAK (a drop at a full queue) is a decision point on the last RTT sample."""
+        """A NAK (a drop at a full queue) is a decision point on the last RTT sample; its
+        decisions never raise the rate (the rule's item 4)."""
         self.nacks += 1
         self.one.on_nack(t)
 
