@@ -105,9 +105,15 @@ def host_cost(pps: float, seconds: float, pkt_bytes: int = 986) -> float:
     return cpu * 1e6 / max(1.0, sent) if wall > 0 else float("nan")
 
 
+#: host CCs whose sender costs a calibration measures: DCQCN, plain RL-CC (the default
+#: policy) and the dearest shipped RL-CC policy, the trees, which prices every other
+#: RL-CC variant (budget.Calibration.per_cc)
+HOST_CCS = ("dcqcn", "rlcc", "rlcc:adpg-trees")
+
+
 def measure(reps: int = 3, seconds: float = 2.0, cpu_pps: float = 1000.0,
             offer_pps: float = 45_000.0, host_pps: float = 2000.0,
-            host_ccs: Sequence[str] = ("dcqcn", "rlcc", "rlcc:adpg-trees"),
+            host_ccs: Sequence[str] = HOST_CCS,
             host_seconds: float = 3.0) -> tuple[budget.Calibration, dict[str, float]]:
     """Measure this machine (root, BMv2; ~1 min): the Calibration, and the switch's
     figures (``switch_cost``).  ToolMissingError when BMv2, root or the program is
@@ -146,7 +152,7 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
     ap.add_argument("--cpu-pps", type=float, default=1000.0)
     ap.add_argument("--offer-pps", type=float, default=45_000.0)
     ap.add_argument("--host-pps", type=float, default=2000.0)
-    ap.add_argument("--host-cc", default="dcqcn,rlcc,rlcc:adpg-trees",
+    ap.add_argument("--host-cc", default=",".join(HOST_CCS),
                     help="host CCs whose sender costs are measured (comma-separated)")
     ap.add_argument("--host-seconds", type=float, default=3.0,
                     help="per host measurement window")

@@ -17,7 +17,7 @@ import numpy as np
 
 from p4cc.errors import P4ccError
 from p4cc.hostcc import dcqcn, rlcc
-from p4cc.hostcc.cc import make_controller
+from p4cc.hostcc.cc import RlccController, make_controller
 from p4cc.hostcc.rlcc_names import DEFAULT_POLICY
 from p4cc.hostcc.rlcc_policies import Policy, ReferencePolicy, data_dir, load_policy
 from p4cc.scale import get_scale
@@ -85,8 +85,10 @@ def _rlcc_host_case(shortcut: str, min_time_s: float) -> dict[str, Any]:
     is held back, so some samples decide nothing).  What a BMv2 sender's flow costs per
     decision, beside its packets."""
     ctl = make_controller(f"rlcc:{shortcut}", get_scale("testbed"))
-    iv = ctl.interval or ctl.params.base_rtt_s  # type: ignore[attr-defined]
-    base = ctl.params.base_rtt_s  # type: ignore[attr-defined]
+    if not isinstance(ctl, RlccController):
+        raise P4ccError(f"rlcc:{shortcut} did not make an RL-CC controller")
+    iv = ctl.interval or ctl.params.base_rtt_s
+    base = ctl.params.base_rtt_s
     box = {"t": 0.0, "k": 0}
 
     def call() -> None:
@@ -96,7 +98,7 @@ def _rlcc_host_case(shortcut: str, min_time_s: float) -> dict[str, Any]:
 
     per, _reps = _time(call, min_time_s)
     samples = box["k"]
-    decisions = int(ctl.state.decisions[0])  # type: ignore[attr-defined]
+    decisions = ctl.one.decisions
     if decisions < 1:
         raise P4ccError(f"rlcc:{shortcut}: {samples} samples made no decision")
     return {"case": f"rlcc_host_{shortcut}_sample", "flows": 1, "us_per_sample": per * 1e6,

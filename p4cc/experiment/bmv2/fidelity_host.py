@@ -82,7 +82,7 @@ def _possible_bps(g: pd.DataFrame, live: pd.Index, t0: float, w: float, cap: flo
 
 
 def host_rate_check(traces: pd.DataFrame, nic_bps: Mapping[str, float], frame_over_payload:
-                    float, tol: HostTolerances, pkt_bytes: int = 0
+                    float, tol: HostTolerances, pkt_bytes: int
                     ) -> tuple[int, list[dict[str, Any]]]:
     """``traces``: t_s, host, flow_id, rate_bps, bytes_sent (cumulative per flow).
 
