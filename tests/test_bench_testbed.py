@@ -41,6 +41,8 @@ def test_records_carry_the_bottleneck_figures(short_spec: Path, tmp_path: Path) 
     run, total = recs[0], recs[-1]
     json.dumps(recs)  # one JSON object per line
     assert total["case"] == "testbed" and total["runs"] == 1
+    # the simulator has no fidelity verdict: neither the run nor the total claims one
+    assert run["faithful"] is None and total["faithful_runs"] is None
     assert run["case"] == "testbed_run" and run["completed"] == run["flows"] > 0
     # the incast and WebSearch flows all go to h4, behind leaf2's port toward it
     assert run["bottleneck"] == "leaf2:2"
@@ -48,3 +50,9 @@ def test_records_carry_the_bottleneck_figures(short_spec: Path, tmp_path: Path) 
     assert run["bottleneck_qlen_avg_bytes"] > 0
     assert run["bottleneck_drops_pkts"] >= 0
     assert run["mice_p99_fct_s"] > 0
+
+
+def test_faithful_runs_counts_verdicts_and_is_none_without_any() -> None:
+    assert testbed._faithful_runs([{"faithful": None}, {"faithful": None}]) is None
+    assert testbed._faithful_runs([{"faithful": True}, {"faithful": False}]) == 1
+    assert testbed._faithful_runs([{"faithful": False}]) == 0

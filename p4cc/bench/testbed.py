@@ -40,6 +40,14 @@ from p4cc.experiment.spec import load_spec
 from p4cc.hostcc.sender_config import SenderConfig
 
 
+def _faithful_runs(recs: list[dict[str, Any]]) -> int | None:
+    """Runs the fidelity verdict judged faithful; None when no run has a verdict (the
+    simulator's), so that a simulator run does not read as "0 faithful"."""
+    if all(r.get("faithful") is None for r in recs):
+        return None
+    return sum(1 for r in recs if r.get("faithful"))
+
+
 def _run_record(path: Path) -> dict[str, Any]:
     rec: dict[str, Any] = {"case": "testbed_run", "run": path.name}
     try:
@@ -129,6 +137,6 @@ def run(argv: Sequence[str]) -> Iterator[dict[str, Any]]:
            "ack_every": (args.ack_every or SenderConfig().ack_every) if args.backend == "bmv2"
            else None, "runs": len(recs), "wall_s": round(wall, 1),
            "wall_per_run_s": round(wall / max(1, len(recs)), 1),
-           "faithful_runs": sum(1 for r in recs if r.get("faithful")),
+           "faithful_runs": _faithful_runs(recs),
            "loadavg_before": round(load0, 2), "loadavg_after": round(os.getloadavg()[0], 2),
            "cpus": os.cpu_count(), "bmv2_build": bmv2_build_flags()}
