@@ -38,10 +38,11 @@ ECN_CE = 0b11
 ECN_MASK = 0b11
 
 #: Header bytes: Ethernet II without VLAN tag (IEEE 802.3), IPv4 without options
-#: (RFC 791), UDP (RFC 768).
+#: (RFC 791), UDP (RFC 768), TCP without options (RFC 9293 §3.1).
 ETH_HEADER_BYTES = 14
 IPV4_HEADER_BYTES = 20
 UDP_HEADER_BYTES = 8
+TCP_HEADER_BYTES = 20
 
 #: BTH opcodes (InfiniBand spec vol. 1 §9.2 Table 38): RC SEND ONLY, RC ACKNOWLEDGE;
 #: CNP (Annex A17 §A17.9.2); p4cc's RTT probe and reply in the manufacturer range 0xC0-0xFF.

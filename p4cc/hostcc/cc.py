@@ -181,7 +181,7 @@ class RlccController:
 
     @property
     def state(self) -> rlcc.RlccState:
-        return self.one.flows().cc
+        return self.flows.cc
 
     def on_cnp(self, t: float) -> None:
         self.cnps += 1

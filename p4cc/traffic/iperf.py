@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from p4cc.constants import ETH_HEADER_BYTES, IPV4_HEADER_BYTES
+from p4cc.constants import ETH_HEADER_BYTES, IPV4_HEADER_BYTES, TCP_HEADER_BYTES
 from p4cc.errors import ConfigError, P4ccError
 
 IPERF3_PORT = 5201
@@ -28,7 +28,7 @@ class Iperf3Error(P4ccError):
 #: carries MSS − 12 B of data).  Measured with tcpdump across a veth with the fabric's
 #: offloads off: ``iperf3 -M 946`` gave 387-388 of 396 data frames of 1000 B, ``-M 446``
 #: 389 of 397 of 500 B (docs/emulation.md "Bulk TCP at the packet size the rate assumes").
-TCP_WIRE_OVERHEAD = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + 20
+TCP_WIRE_OVERHEAD = ETH_HEADER_BYTES + IPV4_HEADER_BYTES + TCP_HEADER_BYTES
 #: The smallest MSS Linux takes through TCP_MAXSEG (net/ipv4/tcp.c: TCP_MIN_MSS 88)
 MIN_MSS = 88
 
