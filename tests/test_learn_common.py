@@ -192,6 +192,23 @@ def test_bench_decision_case() -> None:
     rec = decision("acc", ports=8, reps=30)
     assert rec["case"] == "decision_acc" and rec["actions"] == 1100
     assert 0 < rec["median_us"] < 1e6
+    for algo in ("acc", "pet"):
+        shipped = decision(algo, ports=8, reps=30, shipped=True)
+        agent = make_agent(algo, get_scale("testbed"))
+        assert isinstance(agent, LearnedAgent)
+        assert shipped["case"] == f"decision_{algo}_shipped"
+        assert shipped["actions"] == agent.template.n_actions
+        assert shipped["actions"] < (1100 if algo == "acc" else 900)
+        assert 0 < shipped["median_us"] < 1e6
+
+
+def test_bench_decision_shipped_skips_without_checkpoint(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from p4cc.bench import agents as bench
+
+    monkeypatch.setitem(bench.DEFAULT_CHECKPOINTS, "pet", tmp_path / "absent.npz")
+    rec = bench.decision("pet", reps=5, shipped=True)
+    assert rec["case"] == "decision_pet_shipped" and "absent.npz" in rec["skipped"]
 
 
 def test_deployment_never_imports_torch() -> None:

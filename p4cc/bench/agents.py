@@ -3,8 +3,10 @@
 Cases (one JSON object each):
 
 * ``decision_<algo>``: the deployed agent's ``act`` for one switch of 8 ports, every port
-  busy (numpy forward pass of a network of the paper's size with random weights, plus
-  features, history and the template): median and p99 µs per switch per interval.
+  busy (numpy forward pass of a network of the paper's size with random weights and the
+  full template, plus features, history and the template): median and p99 µs per switch
+  per interval.  ``decision_<algo>_shipped``: the same with the shipped checkpoint
+  (p4cc/data/agents), whose template may be smaller.
 * ``train_<algo>``: ``p4cc train`` on the simulator (paper scale, leaf-spine 2x2 with 4
   hosts per leaf: 16 agents): environment steps (intervals) per second, and agent-steps
   (one port's transition) per second, including the learning updates.  Skipped without
@@ -66,12 +68,21 @@ def synthetic_records(scale_name: str, ports: int, t_s: float, rng: np.random.Ge
     return out
 
 
-def decision(algo: str, ports: int = 8, reps: int = 2000,
-             scale: str = "testbed") -> dict[str, Any]:
+def decision(algo: str, ports: int = 8, reps: int = 2000, scale: str = "testbed",
+             shipped: bool = False) -> dict[str, Any]:
+    """``decision_<algo>`` (random weights, full template) or, with ``shipped``,
+    ``decision_<algo>_shipped`` (the default checkpoint; skipped if it is absent)."""
+    case = f"decision_{algo}_shipped" if shipped else f"decision_{algo}"
     rng = np.random.default_rng(1)
-    with tempfile.TemporaryDirectory() as tmp:
-        agent = LearnedAgent(algo, get_scale(scale), random_checkpoint(Path(tmp) / "a.npz",
-                                                                       algo))
+    if shipped:
+        path = DEFAULT_CHECKPOINTS[algo]
+        if not path.is_file():
+            return {"case": case, "skipped": f"no shipped checkpoint at {path}"}
+        agent = LearnedAgent(algo, get_scale(scale), path)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            agent = LearnedAgent(algo, get_scale(scale),
+                                 random_checkpoint(Path(tmp) / "a.npz", algo))
     agent.reset({})
     obs = [synthetic_records(scale, ports, 0.01 * (k + 1), rng) for k in range(reps)]
     times = []
@@ -79,7 +90,7 @@ def decision(algo: str, ports: int = 8, reps: int = 2000,
         t = time.perf_counter()
         agent.act(o)
         times.append((time.perf_counter() - t) * 1e6)
-    return {"case": f"decision_{algo}", "ports": ports, "reps": reps,
+    return {"case": case, "ports": ports, "reps": reps,
             "actions": agent.template.n_actions,
             "median_us": round(statistics.median(times), 1),
             "p99_us": round(statistics.quantiles(times, n=100)[98], 1),
@@ -139,6 +150,7 @@ def cases(steps: int, reps: int, loop_steps: int = 200,
           agents: Sequence[str] = ("secn1", "acc", "pet")) -> Iterator[dict[str, Any]]:
     for algo in ("acc", "pet"):
         yield decision(algo, reps=reps)
+        yield decision(algo, reps=reps, shipped=True)
     for algo in ("acc", "pet"):
         yield training(algo, steps)
     for name in agents:

@@ -106,7 +106,7 @@ def agent_names() -> list[str]:
 
 
 def make_agent(name: str, scale: Scale) -> Agent:
-    """``make_agent("secn1", scale)``; ``name:arg`` (e.g. ``acc:model.pt``) is looked up by
+    """``make_agent("secn1", scale)``; ``name:arg`` (e.g. ``acc:model.npz``) is looked up by
     ``name`` and, for agents that take one, ``arg`` is passed on (static agents take none)."""
     base, _, arg = name.partition(":")
     try:
