@@ -3,9 +3,9 @@
 Cases (one JSON object each):
 
 * ``decision_<algo>``: the deployed agent's ``act`` for one switch of 8 ports, every port
-  busy (numpy forward pass of a network of the paper's size with random weights and the
-  full template, plus features, history and the template): median and p99 µs per switch
-  per interval.  ``decision_<algo>_shipped``: the same with the shipped checkpoint
+  busy (features, history, numpy forward pass of a network of the paper's size with
+  random weights over the full template, and the template's setting): median and p99 µs
+  per switch per interval.  ``decision_<algo>_shipped``: the same with the shipped checkpoint
   (p4cc/data/agents), whose template may be smaller.
 * ``train_<algo>``: ``p4cc train`` on the simulator (paper scale, leaf-spine 2x2 with 4
   hosts per leaf: 16 agents): environment steps (intervals) per second, and agent-steps
